@@ -1,0 +1,24 @@
+"""Eviction policies: one small file per policy, each registered with its metadata.
+
+Adding a policy = one module holding one ``@register``-decorated dataclass + one line in ``_MODULES`` below.
+The shared test matrix (``tests/test_policy_matrix.py``) and every applicable theorem module pick it up.
+"""
+
+from importlib import import_module
+
+from .base import Policy
+from .registry import REGISTRY, PolicyInfo, all_policies, get, make, register
+
+# -- classic paging policies (issue 2) --
+_MODULES = [
+    "lru",
+    "fifo",
+]
+# -- attention-aware policies (issue 3) --
+_MODULES += [
+]
+
+for _m in _MODULES:
+    import_module(f"{__name__}.{_m}")
+
+__all__ = ["Policy", "PolicyInfo", "REGISTRY", "all_policies", "get", "make", "register"]

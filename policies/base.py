@@ -1,0 +1,88 @@
+"""The shared policy base: residency and bookkeeping, so that a concrete policy only decides which item goes.
+
+A concrete policy is a ``@dataclass`` subclass whose fields are its parameters (with defaults) and whose class
+variables are its metadata (``name``, ``deterministic``, ``models``, ``citation``).  It keeps its own ordering state,
+created in :meth:`on_reset`, updated by the hooks, and implements :meth:`victim`.  The engine
+(:mod:`kvcore.engine`) calls the five interface methods; this base turns them into hooks.
+
+Hooks a subclass may override (all default to doing nothing):
+
+``on_reset()``                       new run; ``self.k``, ``self.rng``, ``self.resident`` are set
+``on_admit(t, item, cost)``          item became resident (RM fetch, NM arrival)
+``on_hit(t, item, cost)``            item requested while resident (RM)
+``on_evict(t, item)``                item left the cache (after :meth:`victim` chose it, or a ``victims`` override)
+``on_observe(t, items, weights)``    attention on resident items at step t
+
+and the one required method ``victim(t, protected) -> item``: a resident item not in ``protected``.  A policy that
+evicts several items at once (FWF) overrides ``victims(t, need, protected)`` and calls :meth:`drop` for each.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+import numpy as np
+
+
+class Policy:
+    """Base class of every registered policy (see module docstring)."""
+
+    name: ClassVar[str] = ""
+    deterministic: ClassVar[bool] = True
+    models: ClassVar[frozenset[str]] = frozenset({"rm"})
+    citation: ClassVar[str] = ""
+
+    k: int
+    rng: np.random.Generator
+    resident: set[int]
+
+    # -- engine interface -------------------------------------------------------------------------------------------
+    def reset(self, capacity: int, rng: np.random.Generator) -> None:
+        self.k = capacity
+        self.rng = rng
+        self.resident = set()
+        self.on_reset()
+
+    def admit(self, t: int, item: int, cost: float) -> None:
+        self.resident.add(item)
+        self.on_admit(t, item, cost)
+
+    def hit(self, t: int, item: int, cost: float) -> None:
+        self.on_hit(t, item, cost)
+
+    def evict(self, t: int, need: int, protected: frozenset) -> list[int]:
+        return self.victims(t, need, protected)
+
+    def observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
+        self.on_observe(t, items, weights)
+
+    # -- for subclasses ----------------------------------------------------------------------------------------------
+    def victims(self, t: int, need: int, protected: frozenset) -> list[int]:
+        chosen = []
+        for _ in range(need):
+            v = self.victim(t, protected)
+            self.drop(t, v)
+            chosen.append(v)
+        return chosen
+
+    def drop(self, t: int, item: int) -> None:
+        self.resident.discard(item)
+        self.on_evict(t, item)
+
+    def victim(self, t: int, protected: frozenset) -> int:
+        raise NotImplementedError(f"{type(self).__name__} must implement victim()")
+
+    def on_reset(self) -> None:
+        pass
+
+    def on_admit(self, t: int, item: int, cost: float) -> None:
+        pass
+
+    def on_hit(self, t: int, item: int, cost: float) -> None:
+        pass
+
+    def on_evict(self, t: int, item: int) -> None:
+        pass
+
+    def on_observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
+        pass

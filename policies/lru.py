@@ -1,0 +1,48 @@
+"""Least recently used."""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from .base import Policy
+from .registry import register
+
+
+@register
+@dataclass
+class LRU(Policy):
+    """Evict the resident item whose last request (RM) or last attention (NM) is oldest.
+
+    In NM an item counts as used when it arrives and whenever it is observed with weight ``>= threshold``.
+    Checked against Belady's exact optimum on Sleator-Tarjan's bound ``k/(k-h+1)`` and by hand-worked traces.
+    """
+
+    threshold: float = 0.0
+
+    name = "LRU"
+    models = frozenset({"rm", "nm"})
+    citation = "Sleator & Tarjan, Amortized efficiency of list update and paging rules, CACM 1985"
+
+    def on_reset(self) -> None:
+        self._order: OrderedDict[int, None] = OrderedDict()
+
+    def on_admit(self, t, item, cost):
+        self._order[item] = None
+
+    def on_hit(self, t, item, cost):
+        self._order.move_to_end(item)
+
+    def on_observe(self, t, items, weights):
+        order = self._order
+        for i in items[weights >= self.threshold].tolist() if self.threshold > 0 else items.tolist():
+            order.move_to_end(i)
+
+    def on_evict(self, t, item):
+        self._order.pop(item, None)
+
+    def victim(self, t, protected):
+        for item in self._order:
+            if item not in protected:
+                return item
+        raise RuntimeError("no evictable item")
