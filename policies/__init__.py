@@ -14,7 +14,10 @@ _MODULES = [
     "lru",
     "fifo",
 ]
-# -- attention-aware policies (issue 3) --
+# -- attention-aware policies of the paper (issue 3) --
+_MODULES += [
+]
+# -- figure-page (seed 002) block policies and wrappers (issue 3, block study) --
 _MODULES += [
 ]
 
