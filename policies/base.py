@@ -15,6 +15,11 @@ Hooks a subclass may override (all default to doing nothing):
 
 and the one required method ``victim(t, protected) -> item``: a resident item not in ``protected``.  A policy that
 evicts several items at once (FWF) overrides ``victims(t, need, protected)`` and calls :meth:`drop` for each.
+
+Identity-keyed state (the figure page's persistent policy state): a scoring policy that keeps per-item state (a
+count, a score, a credit) sets ``persistable = True`` and implements :meth:`export_state` (called just before
+``on_evict``, returns the item's state) and :meth:`import_state` (called just after ``on_admit`` when the item comes
+back, restores it).  ``policies.persistent_state`` wraps any such policy.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ class Policy:
     deterministic: ClassVar[bool] = True
     models: ClassVar[frozenset[str]] = frozenset({"rm"})
     citation: ClassVar[str] = ""
+    persistable: ClassVar[bool] = False
 
     k: int
     rng: np.random.Generator
@@ -86,3 +92,9 @@ class Policy:
 
     def on_observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
         pass
+
+    def export_state(self, item: int) -> object:
+        raise NotImplementedError(f"{type(self).__name__} keeps no per-item state to persist")
+
+    def import_state(self, t: int, item: int, state: object) -> None:
+        raise NotImplementedError(f"{type(self).__name__} keeps no per-item state to persist")
