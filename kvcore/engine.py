@@ -171,6 +171,11 @@ class RMSimulator(_Simulator):
         t, res, pol = self.t, self._res, self.policy
         items = [int(i) for i in items]
         costs = [1.0] * len(items) if costs is None else [float(c) for c in costs]
+        # zip() below would silently drop requests without a cost; a repeated item would be fetched and paid twice
+        if len(costs) != len(items):
+            raise ParameterError(f"step {t}: {len(items)} items requested but {len(costs)} costs given")
+        if len(set(items)) != len(items):
+            raise ParameterError(f"step {t}: an item is requested twice in the same step")
         if len(items) > self.capacity:
             raise ParameterError(f"step {t}: {len(items)} items requested but capacity is {self.capacity}")
         misses = []

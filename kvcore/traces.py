@@ -30,6 +30,8 @@ from __future__ import annotations
 
 import os
 import tempfile
+import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -124,8 +126,8 @@ class PagingTrace:
     @classmethod
     def unit(cls, seq: Iterable[int], source: str = "<trace>") -> "PagingTrace":
         """Unit-cost, one request per step."""
-        items = _as_int_array(np.fromiter(seq, dtype=np.int64) if not isinstance(seq, np.ndarray) else seq,
-                              source, "items")
+        # np.asarray, not np.fromiter(dtype=int64): fromiter would silently truncate a float id such as 1.5
+        items = _as_int_array(seq if isinstance(seq, np.ndarray) else np.asarray(list(seq)), source, "items")
         return cls(items, np.ones(items.size), np.arange(items.size + 1, dtype=np.int64), source)
 
     @classmethod
@@ -133,7 +135,7 @@ class PagingTrace:
                    source: str = "<trace>") -> "PagingTrace":
         """Several requests per step; ``costs`` parallels ``steps`` (default all 1)."""
         lengths = [len(q) for q in steps]
-        items = np.fromiter((i for q in steps for i in q), dtype=np.int64, count=sum(lengths))
+        items = np.asarray([i for q in steps for i in q])  # validated (not truncated) in __post_init__
         if costs is None:
             c = np.ones(items.size)
         else:
@@ -239,8 +241,8 @@ class AttentionTrace:
         if T and (residual < 0).any():
             t = _first_bad(residual < 0)
             raise _fail(src, f"negative residual mass {residual[t]}", t)
-        sums = np.add.reduceat(weights, indptr[:-1]) if weights.size else np.zeros(T)
-        sums = np.where(lengths == 0, 0.0, sums) + residual
+        # bincount, not add.reduceat: reduceat fails on a trailing empty row (all mass in the residual)
+        sums = np.bincount(row, weights=weights, minlength=T) + residual
         off = np.abs(sums - 1.0) > ROW_SUM_TOL
         if off.any():
             t = _first_bad(off)
@@ -384,7 +386,7 @@ def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
             return _load_npz(p)
     except TraceError:
         raise
-    except (ValueError, OSError, EOFError, KeyError) as exc:  # numpy's own messages for corrupt/truncated files
+    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # corrupt/truncated
         raise TraceError(f"{src}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
     raise TraceError(f"{src}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
 
@@ -399,9 +401,9 @@ def _read_text_ids(p: Path) -> np.ndarray:
             try:
                 v = int(s)
             except ValueError:
-                raise TraceError(f"{p}: line {lineno}: {s[:40]!r} is not an integer id") from None
+                raise TraceError(f"{p}: step {len(ids)}: line {lineno}: {s[:40]!r} is not an integer id") from None
             if v < 0:
-                raise TraceError(f"{p}: line {lineno}: negative item id {v}")
+                raise TraceError(f"{p}: step {len(ids)}: line {lineno}: negative item id {v}")
             ids.append(v)
     return np.asarray(ids, dtype=np.int64)
 

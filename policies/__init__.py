@@ -13,12 +13,16 @@ from .registry import REGISTRY, PolicyInfo, all_policies, get, make, register
 _MODULES = [
     "lru",
     "fifo",
+    "fwf", "lifo", "lfu", "random_evict", "marking", "landlord", "balance",
 ]
 # -- attention-aware policies of the paper (issue 3) --
 _MODULES += [
+    "acc", "decayed_acc", "h2o", "streaming_llm", "tova", "scissorhands", "gda", "rlruh", "lrfu", "default_policy",
 ]
 # -- figure-page (seed 002) block policies and wrappers (issue 3, block study) --
 _MODULES += [
+    "ema_block",
+    "persistent_state",
 ]
 
 for _m in _MODULES:

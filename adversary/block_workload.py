@@ -1,0 +1,318 @@
+"""A seeded multi-sequence serving workload at block granularity, for the figure page's block study (seed 002).
+
+Items are ``(sequence, block)`` cache blocks of ``TOKENS_PER_BLOCK = 16`` tokens, every head of every layer (a head
+is never an eviction unit).  Each is encoded as one non-negative int ``key = sequence * 2**20 + block``
+(:func:`encode_block` / :func:`decode_block`): sequence 0 is the system prompt shared by every conversation,
+sequences ``1, 2, ...`` are conversations in order of arrival, and a block index is below ``2**20`` (16 Mi tokens per
+sequence).  One step is one decode step of one conversation; the step requests the blocks that this decode step
+reads (the blocks whose attention is above a sparse-attention selection threshold, as in SPEC section 2's
+``Q_t = {i : a[t, i] >= theta}``) and records each block's attention score (its share of the query's attention;
+the rest of the row falls on blocks not read).  This is *not* a trace of a real model: it is a stated generative
+model of a serving workload, built from the features the figure page names, with every parameter below.
+
+Generative model (:class:`BlockWorkloadParams`, all parameters with defaults):
+
+* ``n_sequences`` conversation slots run concurrently (continuous batching); each step picks one *active* slot
+  uniformly at random to decode one token.  A conversation starts with a prompt of ``prompt_blocks_min ..
+  prompt_blocks_max`` blocks (uniform) and gains one block every 16 decoded tokens.
+* ``system_blocks`` shared system-prompt blocks (sequence 0).  Every decode step reads block 0 (the attention
+  sink) and ``system_reads`` other system blocks drawn with Zipf(``system_zipf``) preference over their index.
+* Local window: every decode step reads the conversation's last ``local_blocks`` blocks.
+* Topic working set: a contiguous span of ``topic_blocks`` blocks of the conversation's context at a uniformly
+  random offset; each decode step reads ``topic_reads`` distinct blocks of it, uniformly.  Topic shift: after each
+  decode step, with probability ``topic_shift_prob`` the span moves to a new random offset.
+* Background: each decode step also reads ``background_reads`` uniformly random blocks of its conversation's
+  context (retrieval-like long-range attention; repeats within a step merge).
+* Turns and idleness: a conversation decodes a turn of Geometric(mean ``turn_tokens_mean``) tokens, then goes idle
+  for Exponential(mean ``idle_gap_mean``) *global* steps (the user reads and types), then returns with a new user
+  message of Geometric(mean ``reply_blocks_mean``) blocks appended to its context; on return its topic shifts with
+  probability ``return_shift_prob`` (otherwise it resumes the old topic, re-reading blocks last read long ago).
+  After a turn the conversation ends with probability ``end_prob``; its slot is taken by a new conversation
+  (new sequence id) after the idle gap.  If every slot is idle, the earliest to return returns at once.
+* Attention scores: a decode step's row is Dirichlet over (the blocks read, plus one "rest" entry for all blocks not
+  read) with concentrations ``conc_sink``, ``conc_system``, ``conc_local``, ``conc_topic``, ``conc_background``,
+  ``conc_rest``; a block's score is its component (a block read for two reasons gets the sum).  So the scores of a
+  step are noisy, sum to less than 1, and sinks and local blocks get more mass on average than topic blocks.
+
+Sizing: with the defaults the footprint (distinct blocks) is a few times the 6553 blocks that fit in 32 GiB at
+5 MiB per block (Llama-2-70B, :data:`BLOCK_MODEL`), so a 32 GiB budget holds a meaningful fraction of it; the
+footprint is reported by :attr:`BlockWorkload.footprint`.
+"""
+
+from __future__ import annotations
+
+import bisect
+import itertools
+import math
+import random
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from kvcore.errors import ParameterError
+from kvcore.formulas import GiB, MiB, blocks_in_budget, kv_block_bytes
+from kvcore.traces import PagingTrace
+
+TOKENS_PER_BLOCK = 16
+BLOCK_BITS = 20
+MAX_BLOCKS_PER_SEQUENCE = 1 << BLOCK_BITS
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The attention shape that sets bytes per token (Eq. 2, paper Section 2.1)."""
+
+    name: str
+    layers: int
+    kv_heads: int
+    head_dim: int
+    bytes_per_elem: float
+
+    def block_bytes(self, tokens_per_block: int = TOKENS_PER_BLOCK) -> float:
+        return kv_block_bytes(tokens_per_block, self.layers, self.kv_heads, self.head_dim, self.bytes_per_elem)
+
+
+# 2 * 80 * 8 * 128 * 2 bytes = 320 KiB per token, so 16 tokens = 5 MiB exactly: the figure page's "5.00 MiB".
+BLOCK_MODEL = ModelConfig("Llama-2-70B (GQA, fp16)", layers=80, kv_heads=8, head_dim=128, bytes_per_elem=2)
+
+
+def block_capacity(budget_gib: float, model: ModelConfig = BLOCK_MODEL) -> int:
+    """Whole blocks that fit in ``budget_gib`` GiB: ``floor(budget / block bytes)`` (32 GiB -> 6553 blocks)."""
+    if not budget_gib > 0:
+        raise ParameterError(f"budget = {budget_gib} GiB: must be positive")
+    return blocks_in_budget(budget_gib * GiB, model.block_bytes())
+
+
+def encode_block(sequence: int, block: int) -> int:
+    """``sequence * 2**20 + block`` (sequence 0 = shared system prompt)."""
+    if sequence < 0 or not 0 <= block < MAX_BLOCKS_PER_SEQUENCE:
+        raise ParameterError(f"block key ({sequence}, {block}): need sequence >= 0 and 0 <= block < 2**20")
+    return (sequence << BLOCK_BITS) | block
+
+
+def decode_block(key: int) -> tuple[int, int]:
+    """Inverse of :func:`encode_block`."""
+    return key >> BLOCK_BITS, key & (MAX_BLOCKS_PER_SEQUENCE - 1)
+
+
+@dataclass(frozen=True)
+class BlockWorkloadParams:
+    """Every parameter of the generative model (module docstring).  Defaults are the study's workload."""
+
+    steps: int = 40_000
+    n_sequences: int = 48
+    system_blocks: int = 32
+    system_reads: int = 1
+    system_zipf: float = 1.2
+    prompt_blocks_min: int = 64
+    prompt_blocks_max: int = 320
+    local_blocks: int = 1
+    topic_blocks: int = 12
+    topic_reads: int = 3
+    topic_shift_prob: float = 1 / 200
+    background_reads: int = 2
+    turn_tokens_mean: float = 200.0
+    idle_gap_mean: float = 6000.0
+    reply_blocks_mean: float = 3.0
+    return_shift_prob: float = 0.5
+    end_prob: float = 0.25
+    conc_sink: float = 2.0
+    conc_system: float = 0.5
+    conc_local: float = 1.5
+    conc_topic: float = 0.8
+    conc_background: float = 0.2
+    conc_rest: float = 3.0
+
+    def __post_init__(self) -> None:
+        positive_ints = ("steps", "n_sequences", "system_blocks", "prompt_blocks_min", "topic_blocks")
+        for name in positive_ints:
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
+                raise ParameterError(f"block workload: {name} = {v!r}: must be a positive integer")
+        for name in ("system_reads", "local_blocks", "topic_reads", "background_reads"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ParameterError(f"block workload: {name} = {v!r}: must be a non-negative integer")
+        if self.system_reads >= self.system_blocks:
+            raise ParameterError(f"block workload: system_reads = {self.system_reads}: must be below "
+                                 f"system_blocks = {self.system_blocks} (block 0 is always read)")
+        if self.prompt_blocks_max < max(self.prompt_blocks_min, self.topic_blocks, self.local_blocks):
+            raise ParameterError(f"block workload: prompt_blocks_max = {self.prompt_blocks_max}: must be at least "
+                                 f"prompt_blocks_min, topic_blocks and local_blocks")
+        if self.topic_reads > self.topic_blocks:
+            raise ParameterError(f"block workload: topic_reads = {self.topic_reads} exceeds topic_blocks")
+        for name in ("topic_shift_prob", "return_shift_prob", "end_prob"):
+            v = getattr(self, name)
+            if not 0.0 <= v <= 1.0:
+                raise ParameterError(f"block workload: {name} = {v!r}: must be a probability in [0, 1]")
+        for name in ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean", "conc_sink",
+                     "conc_system", "conc_local", "conc_topic", "conc_background", "conc_rest"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
+                raise ParameterError(f"block workload: {name} = {v!r}: must be positive and finite")
+        if self.turn_tokens_mean < 1 or self.reply_blocks_mean < 1:
+            raise ParameterError("block workload: turn_tokens_mean and reply_blocks_mean must be at least 1 "
+                                 "(means of geometric distributions on 1, 2, ...)")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True, eq=False)
+class BlockWorkload:
+    """A generated workload: step ``t`` reads ``items[offsets[t]:offsets[t+1]]`` with attention ``scores[...]``."""
+
+    params: BlockWorkloadParams
+    seed: int
+    items: np.ndarray
+    scores: np.ndarray
+    offsets: np.ndarray
+
+    @property
+    def T(self) -> int:
+        return self.offsets.size - 1
+
+    @property
+    def accesses(self) -> int:
+        return int(self.items.size)
+
+    @property
+    def footprint(self) -> int:
+        """Distinct blocks read at least once."""
+        return int(np.unique(self.items).size)
+
+    def paging_trace(self) -> PagingTrace:
+        """The RM request sequence (unit fault cost per block read)."""
+        return PagingTrace(self.items, np.ones(self.items.size), self.offsets,
+                           f"block workload (seed {self.seed})")
+
+    def steps(self):
+        """Yield ``(items, scores)`` per step."""
+        off, items, scores = self.offsets, self.items, self.scores
+        for t in range(self.T):
+            yield items[off[t]:off[t + 1]], scores[off[t]:off[t + 1]]
+
+    def summary(self, budget_gib: float = 32.0) -> dict:
+        cap = block_capacity(budget_gib)
+        return {"seed": self.seed, "steps": self.T, "accesses": self.accesses, "footprint_blocks": self.footprint,
+                "footprint_gib": self.footprint * BLOCK_MODEL.block_bytes() / GiB,
+                "block_mib": BLOCK_MODEL.block_bytes() / MiB, "budget_gib": budget_gib, "capacity_blocks": cap,
+                "budget_fraction_of_footprint": cap / self.footprint}
+
+
+class _Conversation:
+    __slots__ = ("seq", "length", "topic_start", "tokens_left", "return_at")
+
+    def __init__(self, seq: int, length: int):
+        self.seq = seq
+        self.length = length  # blocks in context
+        self.topic_start = 0
+        self.tokens_left = 0
+        self.return_at = 0
+
+
+def _geometric(rng: random.Random, mean: float) -> int:
+    """Geometric on ``1, 2, ...`` with the given mean (success probability ``1 / mean``)."""
+    if mean == 1.0:
+        return 1
+    return 1 + int(math.log(1.0 - rng.random()) / math.log1p(-1.0 / mean))
+
+
+def generate_block_workload(params: BlockWorkloadParams | None = None, seed: int = 0) -> BlockWorkload:
+    """Generate the workload of the module docstring; the same ``(params, seed)`` gives the same arrays.
+
+    The generator is Python's Mersenne Twister (``random.Random(seed)``): scalar draws dominate, and it is several
+    times faster than per-call numpy draws for them.
+    """
+    p = BlockWorkloadParams() if params is None else params
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ParameterError(f"block workload: seed = {seed!r}: must be an integer")
+    rng = random.Random(int(seed))
+    sys_ids = list(range(1, p.system_blocks))
+    sys_cum = list(itertools.accumulate(b ** -p.system_zipf for b in sys_ids))
+    next_seq = 1
+
+    def shift_topic(c: _Conversation) -> None:
+        c.topic_start = rng.randrange(max(c.length - p.topic_blocks, 0) + 1)
+
+    def new_conversation() -> _Conversation:
+        nonlocal next_seq
+        c = _Conversation(next_seq, rng.randint(p.prompt_blocks_min, p.prompt_blocks_max))
+        next_seq += 1
+        shift_topic(c)
+        c.tokens_left = _geometric(rng, p.turn_tokens_mean)
+        return c
+
+    slots = [new_conversation() for _ in range(p.n_sequences)]
+    active = list(range(p.n_sequences))
+    idle: list[int] = []
+    items_out: list[int] = []
+    scores_out: list[float] = []
+    offsets = [0]
+    tokens_in_block = [0] * p.n_sequences  # decoded tokens in the conversation's last (partial) block
+    gamma = rng.gammavariate
+
+    for t in range(p.steps):
+        # conversations whose idle gap is over come back with a new user message
+        if idle:
+            back = [s for s in idle if slots[s].return_at <= t]
+            if not active and not back:
+                back = [min(idle, key=lambda s: slots[s].return_at)]
+            for s in back:
+                idle.remove(s)
+                active.append(s)
+                c = slots[s]
+                c.length += _geometric(rng, p.reply_blocks_mean)
+                tokens_in_block[s] = 0
+                if rng.random() < p.return_shift_prob:
+                    shift_topic(c)
+                c.tokens_left = _geometric(rng, p.turn_tokens_mean)
+        s = active[rng.randrange(len(active))]
+        c = slots[s]
+        if c.length > MAX_BLOCKS_PER_SEQUENCE:
+            raise ParameterError(f"block workload: sequence {c.seq} exceeds 2**20 blocks at step {t}")
+        base = c.seq << BLOCK_BITS
+        # Dirichlet components as normalized Gamma draws, one per block read plus one for the rest of the row
+        keys = [encode_block(0, 0)]
+        mass = [gamma(p.conc_sink, 1.0)]
+        system = set()
+        while len(system) < p.system_reads:
+            system.add(sys_ids[bisect.bisect_right(sys_cum, rng.random() * sys_cum[-1])])
+        for b in sorted(system):
+            keys.append(b)
+            mass.append(gamma(p.conc_system, 1.0))
+        for b in range(max(c.length - p.local_blocks, 0), c.length):
+            keys.append(base | b)
+            mass.append(gamma(p.conc_local, 1.0))
+        span = min(p.topic_blocks, c.length)
+        for off in rng.sample(range(span), min(p.topic_reads, span)):
+            keys.append(base | (c.topic_start + off))
+            mass.append(gamma(p.conc_topic, 1.0))
+        for _ in range(p.background_reads):
+            keys.append(base | rng.randrange(c.length))
+            mass.append(gamma(p.conc_background, 1.0))
+        total = math.fsum(mass) + gamma(p.conc_rest, 1.0)
+        reads: dict[int, float] = {}
+        for key, m in zip(keys, mass):
+            reads[key] = reads.get(key, 0.0) + m / total
+        items_out.extend(reads)
+        scores_out.extend(reads.values())
+        offsets.append(len(items_out))
+
+        # decode one token: the context grows by a block every 16 tokens
+        tokens_in_block[s] += 1
+        if tokens_in_block[s] == TOKENS_PER_BLOCK:
+            tokens_in_block[s] = 0
+            c.length += 1
+        if rng.random() < p.topic_shift_prob:
+            shift_topic(c)
+        c.tokens_left -= 1
+        if c.tokens_left <= 0:
+            active.remove(s)
+            idle.append(s)
+            if rng.random() < p.end_prob:
+                slots[s] = new_conversation()
+            slots[s].return_at = t + 1 + int(rng.expovariate(1.0 / p.idle_gap_mean))
+
+    return BlockWorkload(p, int(seed), np.asarray(items_out, dtype=np.int64),
+                         np.asarray(scores_out, dtype=np.float64), np.asarray(offsets, dtype=np.int64))

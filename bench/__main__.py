@@ -1,0 +1,311 @@
+"""``python -m bench [--json] [--quick] [--seed S] [--opt-timeout SEC] [--skip SECTION ...]``: see bench/__init__.py.
+
+Sections (all measured in this one run, in this order):
+  baseline   a bare Python loop (set membership + insert per request) over the engine trace: the unit of the
+             "x baseline" columns, so that ratios, not absolute numbers, carry across machines and load;
+  vs-lcs     LRU, FIFO, LFU, Belady: our kernels and libCacheSim on a Zipf(1.0) trace (1e7 requests, 1e6 objects,
+             k = 10,000; unit sizes), miss counts and requests/s side by side, ours/theirs;
+  mrc        the all-sizes LRU curve against libCacheSim's LRU run at 20 sizes (and the counts compared);
+  engine     every registered RM policy through the plain engine, plus Belady and the kernels, on a Zipf(1.0) trace
+             of 1e6 requests over 1e5 objects at k = 1000;
+  nm         every registered NM policy through the plain engine on a 20,000-step attention trace, 32 nonzeros per
+             row, k = 1024;
+  optima     rm_opt at T = 1e5 and 1e6 (k = 1000, costs 1..8) and nm_opt at T = 5,000/k = 256 and T = 20,000/k = 1024,
+             each in a fresh process (time and peak RSS of that process).
+``--quick`` shrinks every size for a smoke run.  A policy whose full run would take over ``--policy-budget`` seconds
+(projected from a 2% prefix) is measured on the longest prefix that fits, and the row says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kvcore.engine import run_nm, run_rm
+from kvcore.traces import PagingTrace
+from policies import all_policies, kernels, make
+from policies.fast import hits_per_step, lru_miss_curve, simulate_fast
+
+from . import libcachesim_adapter as lcs
+from .workloads import attention_trace, zipf_items
+
+FULL = {"big": (10**7, 10**6, 10_000), "engine": (10**6, 10**5, 1000), "nm": (20_000, 1024),
+        "rm_opt": [(10**5, 1000), (10**6, 1000)], "nm_opt": [(5000, 256), (20_000, 1024)], "mrc_sizes": 20}
+QUICK = {"big": (200_000, 20_000, 200), "engine": (100_000, 10_000, 100), "nm": (2000, 128),
+         "rm_opt": [(10_000, 100)], "nm_opt": [(1000, 64)], "mrc_sizes": 20}
+SECTIONS = ("vs-lcs", "mrc", "engine", "nm", "optima")
+KERNEL_ORDER = ("lru", "fifo", "lfu", "belady")
+
+
+def timed(fn, *args, **kwargs):
+    start = time.perf_counter()
+    out = fn(*args, **kwargs)
+    return out, time.perf_counter() - start
+
+
+def baseline(items: np.ndarray) -> dict:
+    seq = items.tolist()
+
+    def loop():
+        seen = set()
+        for x in seq:
+            if x not in seen:
+                seen.add(x)
+
+    _, seconds = timed(loop)
+    return {"what": "bare Python set loop", "requests": len(seq), "seconds": seconds, "rps": len(seq) / seconds}
+
+
+def have_libcachesim() -> str | None:
+    try:
+        import libcachesim  # noqa: F401
+    except ImportError as exc:
+        return f"libcachesim not installed ({exc}); pip install -e '.[bench]'"
+    return None
+
+
+def warm_kernels() -> float:
+    """Compile (or load from numba's cache) every kernel on a tiny trace, so the timed runs exclude it."""
+    tiny = np.array([0, 1, 0, 2, 1, 3], dtype=np.int64)
+    start = time.perf_counter()
+    for name in KERNEL_ORDER:
+        simulate_fast(name, tiny, 2)
+    lru_miss_curve(tiny)
+    return time.perf_counter() - start
+
+
+def section_vs_lcs(items: np.ndarray, k: int, workdir: Path) -> dict:
+    trace = PagingTrace.unit(items, source="zipf-big")
+    out = {"T": int(items.size), "objects": int(np.unique(items).size), "k": k, "rows": []}
+    reason = have_libcachesim()
+    if reason:
+        out["libcachesim"] = reason
+    else:
+        path, out["oracle_write_seconds"] = timed(lcs.write_oracle_general, items, workdir / "big.oracleGeneral")
+    for name in KERNEL_ORDER:
+        ours, ours_s = timed(simulate_fast, name, trace, k)
+        row = {"policy": name, "ours_misses": ours, "ours_rps": items.size / ours_s}
+        if not reason:
+            theirs, theirs_s = lcs.misses(name, path, items.size, k)
+            row.update(theirs_misses=theirs, theirs_rps=items.size / theirs_s, equal=ours == theirs,
+                       ratio=row["ours_rps"] / (items.size / theirs_s))
+        out["rows"].append(row)
+    return out
+
+
+def section_mrc(items: np.ndarray, n_sizes: int, workdir: Path) -> dict:
+    trace = PagingTrace.unit(items, source="zipf-big")
+    curve, ours_s = timed(lru_miss_curve, trace)
+    sizes = np.unique(np.geomspace(10, curve.size, n_sizes).astype(np.int64))
+    out = {"ours_seconds": ours_s, "sizes": sizes.tolist(), "distinct": int(curve.size)}
+    reason = have_libcachesim()
+    if reason:
+        out["libcachesim"] = reason
+        return out
+    path = workdir / "big.oracleGeneral"
+    if not path.exists():
+        lcs.write_oracle_general(items, path)
+    total, mismatches = 0.0, []
+    for c in sizes.tolist():
+        theirs, seconds = lcs.misses("lru", path, items.size, c)
+        total += seconds
+        if theirs != int(curve[c - 1]):
+            mismatches.append({"capacity": c, "ours": int(curve[c - 1]), "theirs": theirs})
+    out.update(theirs_seconds=total, ratio=total / ours_s, mismatches=mismatches)
+    return out
+
+
+def measure_policy(run, length: int, budget: float) -> tuple[object, int, float]:
+    """Run ``run(prefix_length)``; if a 2% prefix projects past ``budget`` seconds, use the prefix that fits."""
+    probe = max(1, length // 50)
+    _, probe_s = timed(run, probe)
+    used = length if probe_s * length / probe <= budget else max(probe, int(budget * probe / max(probe_s, 1e-9)))
+    result, seconds = timed(run, min(used, length))
+    return result, min(used, length), seconds
+
+
+def section_engine(items: np.ndarray, k: int, budget: float) -> dict:
+    trace = PagingTrace.unit(items, source="zipf-engine")
+    rows = []
+    for info in all_policies(model="rm"):
+        def run(m, info=info):
+            return run_rm(make(info.name), PagingTrace.unit(items[:m]), k, seed=0)
+
+        try:
+            res, used, seconds = measure_policy(run, items.size, budget)
+            rows.append({"policy": info.name, "path": "engine", "requests": used, "misses": res.misses,
+                         "rps": used / seconds})
+        except Exception as exc:  # a benchmark reports a broken policy and goes on
+            rows.append({"policy": info.name, "path": "engine", "error": f"{type(exc).__name__}: {exc}"})
+    try:
+        from kvcore.optima import belady
+
+        res, seconds = timed(belady, trace, k)
+        rows.append({"policy": "Belady", "path": "kvcore.optima.belady", "requests": int(items.size),
+                     "misses": int(res.misses), "rps": items.size / seconds})
+    except Exception as exc:
+        rows.append({"policy": "Belady", "path": "kvcore.optima.belady", "error": f"{type(exc).__name__}: {exc}"})
+    for name in KERNEL_ORDER:
+        label = name.upper() if name != "belady" else "Belady"
+        misses, seconds = timed(simulate_fast, name, trace, k)
+        rows.append({"policy": label, "path": "kernel", "requests": int(items.size), "misses": misses,
+                     "rps": items.size / seconds})
+        # the same kernel as plain Python: what runs without numba (the optional ``fast`` extra)
+        hits, seconds = timed(hits_per_step, name, trace, k, compiled=False)
+        rows.append({"policy": label, "path": "kernel, no numba", "requests": int(items.size),
+                     "misses": int(items.size - np.count_nonzero(hits)), "rps": items.size / seconds})
+    return {"T": int(items.size), "k": k, "rows": rows}
+
+
+def section_nm(steps: int, k: int, budget: float, seed: int) -> dict:
+    trace = attention_trace(steps, 32, seed)
+    rows = []
+    for info in all_policies(model="nm"):
+        def run(m, info=info):
+            return run_nm(make(info.name), trace.prefix(m), k, seed=0)
+
+        try:
+            res, used, seconds = measure_policy(run, steps, budget)
+            rows.append({"policy": info.name, "steps": used, "regret": res.cost, "sps": used / seconds})
+        except Exception as exc:
+            rows.append({"policy": info.name, "error": f"{type(exc).__name__}: {exc}"})
+    return {"T": steps, "k": k, "nnz": int(trace.nnz), "rows": rows}
+
+
+def run_optimum(model: str, steps: int, k: int, seed: int, timeout: float) -> dict:
+    cmd = [sys.executable, "-m", "bench.optimum_child", model, str(steps), str(k), str(seed)]
+    root = Path(__file__).resolve().parent.parent
+    try:
+        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
+    except subprocess.TimeoutExpired:
+        return {"model": model, "T": steps, "capacity": k, "error": f"over the {timeout:.0f} s limit"}
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+        return {"model": model, "T": steps, "capacity": k, "error": last}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def section_optima(cfg: dict, seed: int, timeout: float) -> dict:
+    rows = [run_optimum("rm", T, k, seed, timeout) for T, k in cfg["rm_opt"]]
+    rows += [run_optimum("nm", T, k, seed, timeout) for T, k in cfg["nm_opt"]]
+    idle = subprocess.run([sys.executable, "-c", "import bench.workloads, kvcore.optima, resource; "
+                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
+                          capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
+    idle_mb = float(idle.stdout.strip() or "nan")
+    return {"idle_process_rss_mb": idle_mb, "rows": rows}
+
+
+def fmt_rate(x: float) -> str:
+    return f"{x / 1e6:8.2f} M/s" if x >= 1e5 else f"{x / 1e3:8.1f} k/s"
+
+
+def print_report(rep: dict) -> None:
+    base = rep["baseline"]
+    print(f"# bench ({rep['mode']}, seed {rep['seed']}, numba: {rep['compiled']}, kernel warm-up "
+          f"{rep['warmup_seconds']:.2f} s)")
+    print(f"baseline: {base['what']}, {base['requests']} requests: {fmt_rate(base['rps'])} "
+          f"({base['seconds']:.3f} s) -- 'x base' columns are multiples of this")
+    if "vs-lcs" in rep:
+        v = rep["vs-lcs"]
+        print(f"\n## kernels vs libCacheSim: Zipf(1.0), T={v['T']}, {v['objects']} objects, k={v['k']}, unit sizes")
+        if "libcachesim" in v:
+            print(f"   libCacheSim skipped: {v['libcachesim']}")
+        else:
+            print(f"   (oracleGeneral trace written once in {v['oracle_write_seconds']:.2f} s, not in the timings)")
+        print(f"{'policy':8} {'ours misses':>12} {'theirs misses':>14} {'equal':>6} {'ours':>12} {'theirs':>12} "
+              f"{'ours/theirs':>11} {'x base':>7}")
+        for r in v["rows"]:
+            theirs = (f"{r['theirs_misses']:14d} {str(r['equal']):>6}" if "theirs_misses" in r else f"{'-':>14} {'-':>6}")
+            trate = fmt_rate(r["theirs_rps"]) if "theirs_rps" in r else "-"
+            ratio = f"{r['ratio']:11.2f}" if "ratio" in r else f"{'-':>11}"
+            print(f"{r['policy']:8} {r['ours_misses']:12d} {theirs} {fmt_rate(r['ours_rps']):>12} {trate:>12} "
+                  f"{ratio} {r['ours_rps'] / base['rps']:7.1f}")
+    if "mrc" in rep:
+        m = rep["mrc"]
+        print(f"\n## all-sizes LRU curve ({m['distinct']} capacities) vs libCacheSim LRU at {len(m['sizes'])} sizes")
+        if "libcachesim" in m:
+            print(f"   ours {m['ours_seconds']:.2f} s; libCacheSim skipped: {m['libcachesim']}")
+        else:
+            print(f"   ours {m['ours_seconds']:.2f} s, libCacheSim {m['theirs_seconds']:.2f} s: ours is "
+                  f"{m['ratio']:.1f}x faster; counts equal at all {len(m['sizes'])} sizes: {not m['mismatches']}")
+    if "engine" in rep:
+        e = rep["engine"]
+        print(f"\n## RM policies, Zipf(1.0) T={e['T']}, k={e['k']}")
+        print(f"{'policy':22} {'path':22} {'requests':>9} {'misses':>9} {'rate':>12} {'x base':>7}")
+        for r in e["rows"]:
+            if "error" in r:
+                print(f"{r['policy']:22} {r['path']:22} error: {r['error']}")
+                continue
+            note = "" if r["requests"] == e["T"] else "  (prefix: full run over the budget)"
+            print(f"{r['policy']:22} {r['path']:22} {r['requests']:9d} {r['misses']:9d} {fmt_rate(r['rps']):>12} "
+                  f"{r['rps'] / base['rps']:7.2f}{note}")
+    if "nm" in rep:
+        n = rep["nm"]
+        print(f"\n## NM policies, attention trace T={n['T']}, nnz={n['nnz']} (32 per row), k={n['k']}")
+        for r in n["rows"]:
+            if "error" in r:
+                print(f"{r['policy']:22} error: {r['error']}")
+                continue
+            note = "" if r["steps"] == n["T"] else "  (prefix: full run over the budget)"
+            print(f"{r['policy']:22} {r['steps']:7d} steps {fmt_rate(r['sps']).replace('/s', ' steps/s'):>18} "
+                  f"regret {r['regret']:12.3f}{note}")
+    if "optima" in rep:
+        o = rep["optima"]
+        print(f"\n## exact optima (fresh process each; an idle process with the imports peaks at "
+              f"{o['idle_process_rss_mb']:.0f} MB)")
+        for r in o["rows"]:
+            head = f"{r['model']}_opt T={r['T']:>8} k={r['capacity']:>5}"
+            if "error" in r:
+                print(f"{head}  error: {r['error']}")
+                continue
+            print(f"{head}  {r['seconds']:8.2f} s  ({r['seconds'] / base['seconds']:7.1f} x base)  peak RSS "
+                  f"{r['peak_rss_mb']:7.0f} MB (after building the trace: {r['rss_before_mb']:.0f} MB)  "
+                  f"cost {r['cost']:.6g}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
+    ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run in well under a minute")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--opt-timeout", type=float, default=600.0, help="seconds allowed per exact optimum")
+    ap.add_argument("--policy-budget", type=float, default=60.0, help="seconds allowed per engine policy run")
+    ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
+    args = ap.parse_args(argv)
+    cfg = QUICK if args.quick else FULL
+    rep: dict = {"mode": "quick" if args.quick else "full", "seed": args.seed, "compiled": kernels.COMPILED}
+    engine_T, engine_m, engine_k = cfg["engine"]
+    engine_items = zipf_items(engine_T, engine_m, 1.0, args.seed)
+    rep["baseline"] = baseline(engine_items)
+    rep["warmup_seconds"] = warm_kernels()
+    with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
+        if {"vs-lcs", "mrc"} - set(args.skip):
+            big_T, big_m, big_k = cfg["big"]
+            big_items = zipf_items(big_T, big_m, 1.0, args.seed)
+            if "vs-lcs" not in args.skip:
+                rep["vs-lcs"] = section_vs_lcs(big_items, big_k, Path(tmp))
+            if "mrc" not in args.skip:
+                rep["mrc"] = section_mrc(big_items, cfg["mrc_sizes"], Path(tmp))
+            del big_items
+    if "engine" not in args.skip:
+        rep["engine"] = section_engine(engine_items, engine_k, args.policy_budget)
+    if "nm" not in args.skip:
+        rep["nm"] = section_nm(cfg["nm"][0], cfg["nm"][1], args.policy_budget, args.seed)
+    if "optima" not in args.skip:
+        rep["optima"] = section_optima(cfg, args.seed, args.opt_timeout)
+    if args.json:
+        print(json.dumps(rep, default=lambda o: o.item() if isinstance(o, np.generic) else str(o)))
+    else:
+        print_report(rep)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""Validation of the measured data a caller passes to a figure builder: plain dicts and lists of numbers.
+
+Every problem is one :class:`~kvcore.errors.ParameterError` line naming the figure and the offending key.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kvcore.errors import ParameterError
+
+
+def fail(fig_id: str, message: str) -> ParameterError:
+    return ParameterError(f"figure {fig_id}: data: {message}")
+
+
+def mapping(fig_id: str, data: Any, allowed: set[str]) -> dict:
+    """``data`` as a dict with only ``allowed`` keys (``None`` means no data: an empty dict)."""
+    if data is None:
+        return {}
+    if not isinstance(data, dict):
+        raise fail(fig_id, f"expected a dict with keys {sorted(allowed)}, got {type(data).__name__}")
+    unknown = set(data) - allowed
+    if unknown:
+        raise fail(fig_id, f"unknown key(s) {sorted(unknown)} (allowed: {sorted(allowed)})")
+    return data
+
+
+def number(fig_id: str, where: str, value: Any, *, positive: bool = False, nonneg: bool = False) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+        raise fail(fig_id, f"{where} = {value!r}: not a number")
+    x = float(value)
+    if not math.isfinite(x):
+        raise fail(fig_id, f"{where} = {value!r}: not finite")
+    if positive and x <= 0:
+        raise fail(fig_id, f"{where} = {value!r}: must be > 0")
+    if nonneg and x < 0:
+        raise fail(fig_id, f"{where} = {value!r}: must be >= 0")
+    return x
+
+
+def records(fig_id: str, data: dict, key: str, fields: dict[str, str]) -> list[dict]:
+    """``data[key]`` as a list of dicts; ``fields`` maps each numeric field to "req" / "opt" ("label" is free text).
+
+    Numeric fields must be finite and >= 0 (all plotted quantities here are counts, ratios or masses).
+    """
+    rows = data.get(key, [])
+    if not isinstance(rows, (list, tuple)):
+        raise fail(fig_id, f"{key} must be a list of records, got {type(rows).__name__}")
+    out = []
+    for i, row in enumerate(rows):
+        if not isinstance(row, dict):
+            raise fail(fig_id, f"{key}[{i}] must be a dict, got {type(row).__name__}")
+        unknown = set(row) - set(fields) - {"label"}
+        if unknown:
+            raise fail(fig_id, f"{key}[{i}]: unknown field(s) {sorted(unknown)}")
+        clean = {"label": str(row.get("label", ""))}
+        for name, need in fields.items():
+            if name not in row:
+                if need == "req":
+                    raise fail(fig_id, f"{key}[{i}]: missing field {name!r}")
+                continue
+            clean[name] = number(fig_id, f"{key}[{i}].{name}", row[name], nonneg=True)
+        out.append(clean)
+    return out
+
+
+def series(fig_id: str, data: dict, key: str) -> dict[str, list[float]]:
+    """``data[key]`` as ``{label: [numbers...]}`` (each list non-empty)."""
+    raw = data.get(key, {})
+    if not isinstance(raw, dict):
+        raise fail(fig_id, f"{key} must be a dict label -> list of numbers, got {type(raw).__name__}")
+    out = {}
+    for label, values in raw.items():
+        if not isinstance(values, (list, tuple)) and not hasattr(values, "tolist"):
+            raise fail(fig_id, f"{key}[{label!r}] must be a list of numbers")
+        vals = [number(fig_id, f"{key}[{label!r}][{i}]", v) for i, v in enumerate(list(values))]
+        if not vals:
+            raise fail(fig_id, f"{key}[{label!r}] is empty")
+        out[str(label)] = vals
+    return out

@@ -1,0 +1,134 @@
+"""Run the claims and figures and write the report (Markdown for people, JSON for machines) and check the ledger.
+
+The ledger (``paper_check/ledger.json``, committed) holds the expected verdict of every claim; a run whose verdict
+differs for any claim exits non-zero and names it, so ``python -m paper_check`` is itself a regression check.
+Reports hold no timestamps or timings, so two runs with the same inputs write the same bytes; timings go to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Iterable
+
+from kvcore.errors import ParameterError
+from theorems.claims import CLAIMS, ClaimResult, Context, dumps, to_jsonable
+from theorems.profile import Profile
+
+PACKAGE_DIR = Path(__file__).resolve().parent
+LEDGER = PACKAGE_DIR / "ledger.json"
+
+
+def progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def check_out_dir(path: Path) -> Path:
+    """Create ``path`` if needed and prove it is writable, or raise a one-line ParameterError."""
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(dir=path, prefix=".write-probe-")
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ParameterError(f"output directory {path}: not writable ({exc.strerror or exc})") from None
+    return path
+
+
+def write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def run_claims(ids: Iterable[str], ctx: Context) -> dict[str, ClaimResult]:
+    results = {}
+    ids = list(ids)
+    for n, cid in enumerate(ids, 1):
+        c = CLAIMS[cid]
+        t0 = time.perf_counter()
+        res = c.check(ctx)
+        progress(f"[claim {n}/{len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
+        results[cid] = res
+    return results
+
+
+def claim_record(cid: str, res: ClaimResult) -> dict:
+    c = CLAIMS[cid]
+    return to_jsonable({"id": cid, "source": c.source, "claim": c.claim, "verdict": res.verdict,
+                        "summary": res.summary, "values": res.values, "expected": res.expected,
+                        "evidence": res.evidence, "correction": res.correction})
+
+
+def load_ledger() -> dict[str, str]:
+    import json
+
+    if not LEDGER.exists():
+        return {}
+    return json.loads(LEDGER.read_text())["claims"]
+
+
+def ledger_changes(results: dict[str, ClaimResult]) -> list[str]:
+    expected = load_ledger()
+    out = []
+    for cid, res in results.items():
+        want = expected.get(cid)
+        if want is None:
+            out.append(f"{cid}: verdict {res.verdict!r} has no ledger entry")
+        elif want != res.verdict:
+            out.append(f"{cid}: verdict changed from {want!r} to {res.verdict!r}")
+    return out
+
+
+def render_markdown(profile: Profile, records: list[dict], figures: dict[str, list[str]], changes: list[str]) -> str:
+    lines = ["# paper_check report", "",
+             "Every claim of *KV-Cache Eviction as an Online Caching Problem* (seed 000) and of the block-eviction "
+             "figure page (seed 002), recomputed by this toolkit.  Verdicts: **holds**, **holds-with-correction** "
+             "(the correction is stated), **refuted** (with the counterexample), **not-checkable** (the missing "
+             "input is named).", "",
+             f"Profile `{profile.name}`: {dumps(profile.as_dict())}".replace("\n", " "), ""]
+    counts: dict[str, int] = {}
+    for r in records:
+        counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
+    lines += ["Totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
+    if changes:
+        lines += ["## Verdicts that differ from the ledger", ""] + [f"- {c}" for c in changes] + [""]
+    lines += ["## Summary", "", "| id | verdict | finding |", "|---|---|---|"]
+    for r in records:
+        lines.append(f"| [{r['id']}](#{r['id']}) | {r['verdict']} | {r['summary']} |")
+    lines += ["", "## Details", ""]
+    for r in records:
+        lines += [f"### {r['id']}", "", f"*Source:* {r['source']}.  *Claim:* {r['claim']}", "",
+                  f"**Verdict: {r['verdict']}.** {r['summary']}", ""]
+        if r.get("correction"):
+            lines += [f"*Correction:* {r['correction']}", ""]
+        lines += ["Expected (as the source states it):", "", "```json", dumps(r["expected"]), "```", "",
+                  "Computed:", "", "```json", dumps(r["values"]), "```", ""]
+        if r["evidence"]:
+            lines += ["Evidence: " + "; ".join(f"{k}: `{v}`" for k, v in sorted(r["evidence"].items())), ""]
+    if figures:
+        lines += ["## Figures", ""]
+        for fid, paths in figures.items():
+            lines.append(f"- {fid}: " + ", ".join(f"`{p}`" for p in paths))
+        lines.append("")
+    return "\n".join(lines)
+
+
+def write_report(out_dir: Path, profile: Profile, results: dict[str, ClaimResult],
+                 figures: dict[str, list[str]]) -> tuple[Path, Path, list[str]]:
+    records = [claim_record(cid, res) for cid, res in results.items()]
+    changes = ledger_changes(results)
+    doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes}
+    json_path, md_path = out_dir / "report.json", out_dir / "report.md"
+    write_atomic(json_path, dumps(doc) + "\n")
+    write_atomic(md_path, render_markdown(profile, records, figures, changes))
+    return md_path, json_path, changes

@@ -1,0 +1,242 @@
+"""EMA block scorer with recency decay: the figure page's (seed 002) attention-aware block eviction, an LRFU reading.
+
+Rules (seed 002; SPEC section 6, claims ``blk-*``):
+
+* Score: on every step a block's score follows ``score <- alpha * new + (1 - alpha) * score``
+  (:func:`ema_update`).  The page gives ``new`` only for steps where the block is attended.  On a step where the
+  block is *not* attended we take ``new = 0``, so an unattended step multiplies the score by ``1 - alpha``
+  (:func:`ema_decayed`).  This is the reading that makes the rule LRFU: Lee et al. (ACM SIGMETRICS 1999) define a
+  block's combined recency-frequency value as ``C(t) = sum_i F(t - t_i)`` over its past references, decaying in
+  *time* between references (``C(t) = F(t - t_last) * C(t_last)``).  With ``new = 0`` on unattended steps the score
+  is exactly ``alpha * sum_i a_i (1 - alpha)^(t - t_i)``: LRFU's value with ``F(x) = (1 - alpha)^x``
+  (``lambda = -log2(1 - alpha)``) and each reference weighted by its attention ``a_i``.  This is the default,
+  ``unattended="decay"``.  The other reading, ``unattended="hold"`` (the score changes only when the block is
+  observed), counts observations instead of time and is not LRFU; it is kept because the page's own worked examples
+  use it: block A is scored 0.059 (its EMA at its last access) although it was accessed 50 steps ago, and block B
+  keeps a score of 0.02 after 2000 idle steps, which under time decay would need an impossible earlier score.
+* Half-life of the score: ``ln 0.5 / ln(1 - alpha)`` steps (:func:`ema_half_life`).
+* Recency decay: ``1 - exp(-beta * age)`` with ``age`` = steps since the block's last access (:func:`recency_decay`).
+* Eviction priority: ``p = (1 - score) * (1 - exp(-beta * age))`` (:func:`eviction_priority`); evict the resident,
+  unprotected block with the highest ``p``; ties go to the older last access, then to the smaller item id.
+
+Timing inside an engine step (kvcore.engine, RM): requests are served, victims are chosen, misses are admitted, then
+the step's attention is observed.  So a victim chosen at step ``t`` is scored with the score after step ``t - 1``
+(step ``t``'s attention does not exist yet) and its age is ``t - (last request step)``.  An *access* is a request
+(admission or hit); an observation updates the score only, because in RM from attention every resident block gets
+some small weight each step and would otherwise never age.  A block admitted and never observed has score 0.
+
+Victim search (exact; better than a full scan in the usual case).  ``p`` changes with time for every block, so no
+time-invariant key orders the blocks; both searches below prune with upper bounds that are exact in floating point
+(``1 - x``, ``expm1`` and products of non-negative numbers are monotone under rounding), so they return the same
+block as a full scan of :meth:`EMABlock.priority` with the tie rule above.
+
+* ``"decay"``: ``p <= 1 - exp(-beta * age)`` because ``score >= 0``, and that bound falls along the LRU order.  Walk
+  resident blocks from the least recently accessed; stop at the first whose bound is below the best ``p`` found.
+  Cost ``O(1)`` per request or observation, ``O(m)`` per victim, ``m`` = blocks visited.  Under this reading a block
+  last observed ``g`` steps ago has score at most ``(1 - alpha)^(g - 1)``, so old blocks sit close to their bound and
+  ``m`` is typically a handful (worst case all resident blocks).
+* ``"hold"``: scores do not decay, so old blocks keep high scores and the bound above prunes little.  Blocks are kept
+  in ``SCORE_BUCKETS`` (64) lists sorted by (last access, id), by score range ``[b/64, (b+1)/64)``; a bucket's
+  blocks satisfy
+  ``p <= (1 - b/64) * (1 - exp(-beta * age))``.  Buckets are visited in decreasing order of that bound at their oldest
+  block, each walked from its oldest until its bound is below the best.  Cost ``O(log n)`` search plus a list
+  move (``memmove``, fast) per request or observation, ``O(B + m)`` per victim with ``B`` the non-empty buckets;
+  worst case all resident blocks.
+
+Persistable: the exported state is ``(score, step of that score)``; importing it restores the score as if the
+block had stayed resident and unattended over its absence (under ``"decay"`` the time decay keeps running over the
+gap; under ``"hold"`` the score comes back unchanged), so with persistence a returning block resumes its value
+instead of starting at 0.
+
+Consequence of the LRFU reading: with old blocks' scores decayed, the policy evicts exactly like LRU unless the cache
+turns over in fewer than about ``1 / alpha`` steps (seen in theorems/block_study.py).
+"""
+
+from __future__ import annotations
+
+import bisect
+import math
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from kvcore.errors import ParameterError
+
+from .base import Policy
+from .registry import register
+
+
+def ema_update(score: float, new_score: float, alpha: float) -> float:
+    """One EMA step: ``alpha * new_score + (1 - alpha) * score`` (seed 002)."""
+    return alpha * new_score + (1.0 - alpha) * score
+
+
+def ema_decayed(score: float, steps: int, alpha: float) -> float:
+    """The score after ``steps`` unattended steps (``new = 0`` each): ``score * (1 - alpha) ** steps``."""
+    return score * (1.0 - alpha) ** steps
+
+
+def ema_half_life(alpha: float) -> float:
+    """Steps for an unattended score to halve: ``ln 0.5 / ln(1 - alpha)`` (seed 002: 13.5 at alpha = 0.05)."""
+    if not 0.0 < alpha < 1.0:
+        raise ParameterError(f"alpha = {alpha}: the half-life needs 0 < alpha < 1")
+    return math.log(0.5) / math.log1p(-alpha)
+
+
+def recency_decay(steps: float, beta: float) -> float:
+    """``1 - exp(-beta * steps)`` (seed 002): 0 for a block accessed now, towards 1 for a long-idle block."""
+    return -math.expm1(-beta * steps)
+
+
+def eviction_priority(score: float, steps: float, beta: float) -> float:
+    """Seed 002's eviction priority ``(1 - score) * (1 - exp(-beta * steps))``; the highest is evicted."""
+    return (1.0 - score) * recency_decay(steps, beta)
+
+
+SCORE_BUCKETS = 64  # a power of two, so b / SCORE_BUCKETS and 1 - b / SCORE_BUCKETS are exact floats
+
+
+@register
+@dataclass
+class EMABlock(Policy):
+    """Evict the block with the highest ``(1 - EMA attention score) * (1 - exp(-beta * age))`` (LRFU reading).
+
+    ``alpha`` in ``(0, 1]`` is the EMA weight of a new attention score (default 0.05, the page's value); ``beta > 0``
+    the recency-decay rate per step (default 0.001, the page's uncalibrated value); ``unattended`` is ``"decay"``
+    (LRFU reading: ``new = 0`` on unattended steps, the default) or ``"hold"`` (score unchanged until the block is
+    observed again; the reading of the page's worked examples).  Full rules and the cost of the victim search: see
+    the module docstring.  Checked against the figure page's worked numbers (tests/test_figure_page_numbers.py) and
+    against a full scan of :meth:`priority` (tests/test_persistent_state.py).
+    """
+
+    alpha: float = 0.05
+    beta: float = 0.001
+    unattended: str = "decay"
+
+    name = "EMA-Block"
+    models = frozenset({"rm"})
+    citation = ("Lee, Choi, Kim, Noh, Min, Cho, Kim: On the existence of a spectrum of policies that subsumes the "
+                "LRU and LFU policies, ACM SIGMETRICS 1999")
+    persistable = True
+
+    def __post_init__(self) -> None:
+        for pname, value, ok in (("alpha", self.alpha, lambda a: 0.0 < a <= 1.0),
+                                 ("beta", self.beta, lambda b: 0.0 < b < math.inf)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
+                rule = "0 < alpha <= 1" if pname == "alpha" else "beta > 0 and finite"
+                raise ParameterError(f"policy {self.name}: {pname} = {value!r}: need {rule}")
+        if self.unattended not in ("decay", "hold"):
+            raise ParameterError(f"policy {self.name}: unattended = {self.unattended!r}: must be 'decay' or 'hold'")
+        self._hold = self.unattended == "hold"
+        # under "hold" an unattended step leaves the score as it is: the same formulas with no decay
+        self._decay_alpha = 0.0 if self._hold else self.alpha
+
+    def on_reset(self) -> None:
+        self._last_access: OrderedDict[int, int] = OrderedDict()  # LRU order: oldest access first
+        self._score: dict[int, tuple[float, int]] = {}  # item -> (score after step u, u)
+        if self._hold:
+            self._buckets: list[list[tuple[int, int]]] = [[] for _ in range(SCORE_BUCKETS)]  # (last access, item)
+            self._bucket_of: dict[int, int] = {}
+
+    # -- the quantities of the rule ----------------------------------------------------------------------------------
+    def score(self, item: int, t: int) -> float:
+        """The item's score after step ``t`` when it is not attended between its last update and ``t``."""
+        s, u = self._score[item]
+        return ema_decayed(s, t - u, self._decay_alpha)
+
+    def age(self, item: int, t: int) -> int:
+        """Steps since the item's last request."""
+        return t - self._last_access[item]
+
+    def priority(self, item: int, t: int) -> float:
+        """The priority of a resident item when a victim is chosen at step ``t`` (score after step ``t - 1``)."""
+        return eviction_priority(self.score(item, t - 1), self.age(item, t), self.beta)
+
+    # -- hooks -------------------------------------------------------------------------------------------------------
+    def _set_score(self, item: int, score: float, u: int) -> None:
+        self._score[item] = (score, u)
+        if self._hold:
+            b = min(int(score * SCORE_BUCKETS), SCORE_BUCKETS - 1)
+            old = self._bucket_of.get(item)
+            if old != b:
+                entry = (self._last_access[item], item)
+                if old is not None:
+                    self._unlink(old, entry)
+                bisect.insort(self._buckets[b], entry)
+                self._bucket_of[item] = b
+
+    def _unlink(self, b: int, entry: tuple[int, int]) -> None:
+        bucket = self._buckets[b]
+        del bucket[bisect.bisect_left(bucket, entry)]
+
+    def _touch(self, item: int, t: int) -> None:
+        if self._hold and item in self._bucket_of:
+            b = self._bucket_of[item]
+            self._unlink(b, (self._last_access[item], item))
+            bisect.insort(self._buckets[b], (t, item))
+        self._last_access[item] = t
+        self._last_access.move_to_end(item)
+
+    def on_admit(self, t, item, cost):
+        self._touch(item, t)
+        self._set_score(item, 0.0, t - 1)  # score 0 before this step's attention
+
+    def on_hit(self, t, item, cost):
+        self._touch(item, t)
+
+    def on_observe(self, t, items, weights):
+        alpha, decay = self.alpha, self._decay_alpha
+        for item, w in zip(items.tolist(), weights.tolist()):
+            s, u = self._score[item]
+            # "decay": steps u+1..t-1 were unattended (new = 0); then the EMA step of step t
+            self._set_score(item, ema_update(ema_decayed(s, t - 1 - u, decay), w, alpha), t)
+
+    def on_evict(self, t, item):
+        del self._score[item]
+        if self._hold:
+            self._unlink(self._bucket_of.pop(item), (self._last_access[item], item))
+        del self._last_access[item]
+
+    def export_state(self, item):
+        return self._score[item]
+
+    def import_state(self, t, item, state):
+        s, u = state
+        self._set_score(item, float(s), int(u))
+
+    # -- victim search (module docstring) ----------------------------------------------------------------------------
+    def victim(self, t, protected):
+        if self._hold:
+            best = self._victim_by_score_buckets(t, protected)
+        else:
+            best = self._scan(((a, i) for i, a in self._last_access.items()), 1.0, t, protected, None)
+        if best is None:
+            raise RuntimeError("no evictable item")
+        return -best[2]
+
+    def _scan(self, lru_items, score_cap: float, t: int, protected, best):
+        """Walk ``(last access, item)`` pairs oldest first, where every item has ``1 - score <= score_cap``; return
+        the best ``(p, -last access, -item)`` seen, stopping once ``score_cap * recency`` is below the best ``p``."""
+        beta = self.beta
+        for accessed, item in lru_items:
+            if best is not None and score_cap * recency_decay(t - accessed, beta) < best[0]:
+                break  # every later item is accessed no earlier, so its priority is at most its bound
+            if item in protected:
+                continue
+            cand = (self.priority(item, t), -accessed, -item)
+            if best is None or cand > best:
+                best = cand
+        return best
+
+    def _victim_by_score_buckets(self, t, protected):
+        beta, best = self.beta, None
+        caps = []
+        for b, bucket in enumerate(self._buckets):
+            if bucket:
+                cap = 1.0 - b / SCORE_BUCKETS
+                caps.append((cap * recency_decay(t - bucket[0][0], beta), cap, b))
+        caps.sort(reverse=True)
+        for bound, cap, b in caps:
+            if best is not None and bound < best[0]:
+                break
+            best = self._scan(self._buckets[b], cap, t, protected, best)
+        return best

@@ -1,0 +1,54 @@
+"""Real attention traces from a real language model, and the measurements the paper could not make (issue 7).
+
+* :mod:`realtrace.capture` (needs the ``[real]`` extra) captures trace sets from SmolLM2-135M;
+* :mod:`realtrace.traceset` is the trace-set directory format (one toolkit ``.npz`` per layer/KV head + manifest);
+* :mod:`realtrace.analysis` measures any :class:`~kvcore.traces.AttentionTrace` (sink mass, heavy sets, (rho, W)
+  persistence, Section 7 tail mass) and replays the registered NM policies against the exact NM optimum;
+* :mod:`realtrace.experiments` runs the paper's Section 11 experiment and the figure page's alpha x beta sweep.
+
+Only numpy and the toolkit are imported here; torch is imported by the capture alone.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+from .traceset import TraceSet, load_traceset, save_traceset
+
+DATA_DIR = Path(__file__).parent / "data"
+COMMITTED = DATA_DIR / "smollm2_recall"
+
+
+def real_extra_available() -> bool:
+    """True when torch, transformers and gguf import (the ``[real]`` extra is installed)."""
+    return all(importlib.util.find_spec(m) is not None for m in ("torch", "transformers", "gguf"))
+
+
+# the recipe of the committed trace set (realtrace/data/PROVENANCE.md); a fresh capture repeats it
+COMMITTED_RECIPE = {"prompt": "builtin:recall", "continuation": "builtin:recall-answer", "layers": "0,9,19,29",
+                    "heads": "kv", "top": 32, "threads": 2}
+
+
+def load_default_traces(capture_dir: str | Path | None = None) -> tuple[TraceSet, str]:
+    """The real traces for reports, and one sentence saying where they came from.
+
+    With the ``[real]`` extra installed and ``capture_dir`` given, a fresh capture with the committed set's recipe
+    (:data:`COMMITTED_RECIPE`) is written there, or read if the directory already holds a trace set.  Otherwise the
+    committed trace set ``realtrace/data/smollm2_recall`` is used and the sentence starts with ``FALLBACK`` and
+    gives the reason.
+    """
+    if capture_dir is not None and real_extra_available():
+        d = Path(capture_dir)
+        if not (d / "manifest.json").is_file():
+            from .capture import capture
+
+            capture(d, tokens=None, command=f"realtrace.load_default_traces({str(d)!r})", **COMMITTED_RECIPE)
+        return load_traceset(d), f"fresh capture in {d} (the [real] extra is installed)"
+    reason = ("the [real] extra (torch, transformers, gguf) is not installed" if not real_extra_available()
+              else "no capture directory was given")
+    return load_traceset(COMMITTED), f"FALLBACK: committed trace set realtrace/data/smollm2_recall ({reason})"
+
+
+__all__ = ["COMMITTED", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces", "load_traceset", "real_extra_available",
+           "save_traceset"]

@@ -1,0 +1,1 @@
+"""Unit and property tests (the proof-checking suite lives in theorems/)."""
