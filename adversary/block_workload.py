@@ -18,6 +18,9 @@ Generative model (:class:`BlockWorkloadParams`, all parameters with defaults):
 * ``system_blocks`` shared system-prompt blocks (sequence 0).  Every decode step reads block 0 (the attention
   sink) and ``system_reads`` other system blocks drawn with Zipf(``system_zipf``) preference over their index.
 * Local window: every decode step reads the conversation's last ``local_blocks`` blocks.
+* Per-sequence working set: ``heavy_blocks`` blocks of the conversation's prompt, drawn uniformly when it starts
+  and fixed for its life (instructions, entities: the heavy hitters that attention keeps returning to); each decode
+  step reads ``heavy_reads`` distinct ones of them, uniformly.
 * Topic working set: a contiguous span of ``topic_blocks`` blocks of the conversation's context at a uniformly
   random offset; each decode step reads ``topic_reads`` distinct blocks of it, uniformly.  Topic shift: after each
   decode step, with probability ``topic_shift_prob`` the span moves to a new random offset.
@@ -30,7 +33,7 @@ Generative model (:class:`BlockWorkloadParams`, all parameters with defaults):
   After a turn the conversation ends with probability ``end_prob``; its slot is taken by a new conversation
   (new sequence id) after the idle gap.  If every slot is idle, the earliest to return returns at once.
 * Attention scores: a decode step's row is Dirichlet over (the blocks read, plus one "rest" entry for all blocks not
-  read) with concentrations ``conc_sink``, ``conc_system``, ``conc_local``, ``conc_topic``, ``conc_background``,
+  read) with concentrations ``conc_sink``, ``conc_system``, ``conc_local``, ``conc_heavy``, ``conc_topic``, ``conc_background``,
   ``conc_rest``; a block's score is its component (a block read for two reasons gets the sum).  So the scores of a
   step are noisy, sum to less than 1, and sinks and local blocks get more mass on average than topic blocks.
 
@@ -100,17 +103,19 @@ class BlockWorkloadParams:
     """Every parameter of the generative model (module docstring).  Defaults are the study's workload."""
 
     steps: int = 40_000
-    n_sequences: int = 48
+    n_sequences: int = 256
     system_blocks: int = 32
     system_reads: int = 1
     system_zipf: float = 1.2
     prompt_blocks_min: int = 64
-    prompt_blocks_max: int = 320
+    prompt_blocks_max: int = 512
     local_blocks: int = 1
+    heavy_blocks: int = 16
+    heavy_reads: int = 2
     topic_blocks: int = 12
-    topic_reads: int = 3
+    topic_reads: int = 2
     topic_shift_prob: float = 1 / 200
-    background_reads: int = 2
+    background_reads: int = 1
     turn_tokens_mean: float = 200.0
     idle_gap_mean: float = 6000.0
     reply_blocks_mean: float = 3.0
@@ -119,6 +124,7 @@ class BlockWorkloadParams:
     conc_sink: float = 2.0
     conc_system: float = 0.5
     conc_local: float = 1.5
+    conc_heavy: float = 1.0
     conc_topic: float = 0.8
     conc_background: float = 0.2
     conc_rest: float = 3.0
@@ -129,24 +135,29 @@ class BlockWorkloadParams:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
                 raise ParameterError(f"block workload: {name} = {v!r}: must be a positive integer")
-        for name in ("system_reads", "local_blocks", "topic_reads", "background_reads"):
+        for name in ("system_reads", "local_blocks", "heavy_blocks", "heavy_reads", "topic_reads",
+                     "background_reads"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
                 raise ParameterError(f"block workload: {name} = {v!r}: must be a non-negative integer")
         if self.system_reads >= self.system_blocks:
             raise ParameterError(f"block workload: system_reads = {self.system_reads}: must be below "
                                  f"system_blocks = {self.system_blocks} (block 0 is always read)")
-        if self.prompt_blocks_max < max(self.prompt_blocks_min, self.topic_blocks, self.local_blocks):
+        if self.prompt_blocks_min < max(self.topic_blocks, self.local_blocks, self.heavy_blocks):
+            raise ParameterError(f"block workload: prompt_blocks_min = {self.prompt_blocks_min}: must be at least "
+                                 f"topic_blocks, local_blocks and heavy_blocks")
+        if self.prompt_blocks_max < self.prompt_blocks_min:
             raise ParameterError(f"block workload: prompt_blocks_max = {self.prompt_blocks_max}: must be at least "
-                                 f"prompt_blocks_min, topic_blocks and local_blocks")
-        if self.topic_reads > self.topic_blocks:
-            raise ParameterError(f"block workload: topic_reads = {self.topic_reads} exceeds topic_blocks")
+                                 f"prompt_blocks_min = {self.prompt_blocks_min}")
+        if self.topic_reads > self.topic_blocks or self.heavy_reads > self.heavy_blocks:
+            raise ParameterError(f"block workload: topic_reads = {self.topic_reads} or heavy_reads = "
+                                 f"{self.heavy_reads} exceeds its set (topic_blocks, heavy_blocks)")
         for name in ("topic_shift_prob", "return_shift_prob", "end_prob"):
             v = getattr(self, name)
             if not 0.0 <= v <= 1.0:
                 raise ParameterError(f"block workload: {name} = {v!r}: must be a probability in [0, 1]")
         for name in ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean", "conc_sink",
-                     "conc_system", "conc_local", "conc_topic", "conc_background", "conc_rest"):
+                     "conc_system", "conc_local", "conc_heavy", "conc_topic", "conc_background", "conc_rest"):
             v = getattr(self, name)
             if not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
                 raise ParameterError(f"block workload: {name} = {v!r}: must be positive and finite")
@@ -201,11 +212,12 @@ class BlockWorkload:
 
 
 class _Conversation:
-    __slots__ = ("seq", "length", "topic_start", "tokens_left", "return_at")
+    __slots__ = ("seq", "length", "heavy", "topic_start", "tokens_left", "return_at")
 
-    def __init__(self, seq: int, length: int):
+    def __init__(self, seq: int, length: int, heavy: list[int]):
         self.seq = seq
         self.length = length  # blocks in context
+        self.heavy = heavy  # the per-sequence working set (block indices)
         self.topic_start = 0
         self.tokens_left = 0
         self.return_at = 0
@@ -237,7 +249,8 @@ def generate_block_workload(params: BlockWorkloadParams | None = None, seed: int
 
     def new_conversation() -> _Conversation:
         nonlocal next_seq
-        c = _Conversation(next_seq, rng.randint(p.prompt_blocks_min, p.prompt_blocks_max))
+        length = rng.randint(p.prompt_blocks_min, p.prompt_blocks_max)
+        c = _Conversation(next_seq, length, rng.sample(range(length), p.heavy_blocks))
         next_seq += 1
         shift_topic(c)
         c.tokens_left = _geometric(rng, p.turn_tokens_mean)
@@ -284,6 +297,9 @@ def generate_block_workload(params: BlockWorkloadParams | None = None, seed: int
         for b in range(max(c.length - p.local_blocks, 0), c.length):
             keys.append(base | b)
             mass.append(gamma(p.conc_local, 1.0))
+        for b in rng.sample(c.heavy, p.heavy_reads):
+            keys.append(base | b)
+            mass.append(gamma(p.conc_heavy, 1.0))
         span = min(p.topic_blocks, c.length)
         for off in rng.sample(range(span), min(p.topic_reads, span)):
             keys.append(base | (c.topic_start + off))

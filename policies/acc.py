@@ -56,16 +56,28 @@ class ACC(Policy):
         self._decay = LazyDecay(self._gamma())
         self._heap = RisingKeyHeap()
         self._now = 0
-        self._arrival = (-1, -1)  # (step, item) of the latest admission
+        # the latest admission, kept out of the heap while it is protected: (step, item) or None
+        self._pending: tuple[int, int] | None = None
 
     def score(self, item: int) -> float:
         """The current (decayed) score of a resident item."""
         return self._decay.true_value(self._heap.key[item], self._now)
 
+    def _flush(self) -> None:
+        if self._pending is not None:
+            item = self._pending[1]
+            self._heap.add(item, self._heap.key[item])
+            self._pending = None
+
     def on_admit(self, t, item, cost):
         self._now = t
-        self._arrival = (t, item)
-        self._heap.add(item, 0.0)
+        if self.protect_arrival:
+            # the item gets its key now (observations add to it) but no heap entry until it may be evicted
+            self._flush()
+            self._heap.key[item] = 0.0
+            self._pending = (t, item)
+        else:
+            self._heap.add(item, 0.0)
 
     def on_observe(self, t, items, weights):
         self._now = t
@@ -84,11 +96,9 @@ class ACC(Policy):
 
     def victim(self, t, protected):
         self._now = t
-        heap = self._heap
-        item = heap.min(protected)
-        if self.protect_arrival and self._arrival == (t, item):
-            item = heap.min(protected | {item})
-        return item
+        if self._pending is not None and self._pending[0] < t:
+            self._flush()
+        return self._heap.min(protected)
 
     def export_state(self, item):
         return (self.score(item), self._now)

@@ -37,7 +37,7 @@ class GDA(Policy):
       ``"position"`` ``w_i = 1 + i / T_hint`` (SPEC section 2's recompute weight, item ids as positions);
       ``"zero"`` ``w = 0`` (credits are always 0 and only the tie-break decides);
     * pinned: items with id ``< min(n_pinned, k)`` get infinite credit (attention sinks).  They are evicted only
-      when nothing else is evictable (oldest tie key first), and never advance the rent.
+      when nothing else is evictable (smallest tie key first), and never advance the rent.
 
     Lazy rent (the paper's "offset counter"): the policy keeps the cumulative rent ``L`` and stores the level
     ``E_i = L + c_i``; paying rent is ``L <- min E`` (``O(1)``), refreshing is ``E_i <- max(E_i, L + w_i)``, and the
@@ -54,9 +54,16 @@ class GDA(Policy):
     ``256 ln 2 / ln(1/gamma)`` steps.
 
     The settings of the paper's Fig. 12 are in :data:`UNIFICATION`; which of them hold exactly, and what the paper
-    gets wrong about the third, is stated there and checked by ``tests/test_gda_unification.py``.  Theorem 3
-    (``k/(k-h+1)``-competitive in RM, weight = fault cost) holds for any tie rule because only zero-credit items are
-    evicted.  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
+    gets wrong about the third, is stated there and checked by ``tests/test_gda_unification.py``.
+
+    Theorem 3 (``k/(k-h+1)``-competitive in RM, weight = fault cost) holds for any tie rule, as the paper says, but
+    only if attention refreshes happen on *requested* items: Young's potential argument pays for a credit increase
+    with the fact that the optimum holds the requested item.  A refresh of an item that is attended but not
+    requested (``threshold`` below the request threshold ``theta``, or rows observed on a paging trace) is not a
+    Landlord step, and the bound fails: an item attended lightly at every step keeps its credit forever while the
+    requests alternate between two other items -- GD-A faults on every request, OPT with ``h = k = 2`` faults 3 times
+    (``tests/test_gda_unification.py``).  For Theorem 3, use ``weight = "cost"`` with ``threshold >= theta`` (or
+    ``inf``: refresh on hits only).  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
     credit becomes ``max(w_i, stored credit)`` (within Landlord's range) and ``D`` is restored decayed.
     """
 
