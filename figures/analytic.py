@@ -259,11 +259,17 @@ def fig15(data: dict | None = None):
 
 
 def _measured_points(ax, pts: list[dict], *, x, y: str, label: str) -> None:
-    """Overlay measured points with optional confidence intervals (``ci_low``/``ci_high``)."""
-    for i, p in enumerate(pts):
-        lo, hi = p.get("ci_low"), p.get("ci_high")
-        yerr = None
-        if lo is not None and hi is not None:
-            yerr = [[max(p[y] - lo, 0.0)], [max(hi - p[y], 0.0)]]
-        ax.errorbar([x(p)], [p[y]], yerr=yerr, fmt="s", color="black", mfc="white", ms=6, capsize=3,
-                    label=(p["label"] or label) if i == 0 else None)
+    """Overlay measured points with optional confidence intervals (``ci_low``/``ci_high``); one marker style and
+    one legend entry per distinct point label."""
+    styles = ("s", "o", "^", "D")
+    groups: dict[str, list[dict]] = {}
+    for p in pts:
+        groups.setdefault(p["label"] or label, []).append(p)
+    for g, (name, members) in enumerate(groups.items()):
+        for i, p in enumerate(members):
+            lo, hi = p.get("ci_low"), p.get("ci_high")
+            yerr = None
+            if lo is not None and hi is not None:
+                yerr = [[max(p[y] - lo, 0.0)], [max(hi - p[y], 0.0)]]
+            ax.errorbar([x(p)], [p[y]], yerr=yerr, fmt=styles[g % len(styles)], color="black", mfc="white", ms=6,
+                        capsize=3, label=name if i == 0 else None)

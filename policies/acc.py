@@ -93,6 +93,8 @@ class ACC(Policy):
 
     def on_evict(self, t, item):
         self._heap.remove(item)
+        if self._pending is not None and self._pending[1] == item:  # dropped through ``drop`` without ``victim``
+            self._pending = None
 
     def victim(self, t, protected):
         self._now = t

@@ -237,3 +237,37 @@ def lfu_table(ks=(2, 3, 4, 8), ms=(2, 4, 8, 16, 32)) -> Table:
 def cached(name: str, **kwargs) -> Table:
     """Memoized table by function name and keyword sizes: paper_check's figures and claims share one computation."""
     return globals()[name](**kwargs)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Measured overlays for the figures (data formats: figures.FIGURES[id].data_doc)
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def _fig7_data(profile) -> dict:
+    """Landlord's measured ratio against OPT_h on the cyclic k+1 sequence (its worst case), every h, k = 16."""
+    k = 16
+    trace = cyclic_k_plus_one(k, (200 if profile.name != "full" else 1000) * (k + 1))
+    cost = run(policies.make("Landlord"), trace, k, "rm").cost
+    return {"points": [{"k": k, "h": h, "ratio": ratio(cost, belady(trace, h).cost), "label": "Landlord, measured"}
+                       for h in range(1, k + 1)]}
+
+
+def _fig8_data(profile) -> dict:
+    """Measured ratios vs k: LRU on the adaptive adversary (deterministic) and Marking on uniform k+1 (randomized)."""
+    det = cached("eq6_table", ks=tuple(profile.ks), T_per_k2=20, names=("LRU",))
+    rnd = cached("uniform_limit_table", ks=tuple(profile.ks), T=8000 if profile.name != "full" else 40000,
+                 seeds=6 if profile.name != "full" else 16)
+    pts = [{"k": r.k, "ratio": r.ratio, "label": "LRU on the adaptive adversary"} for r in det.rows]
+    pts += [{"k": r.k, "ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high,
+             "label": "Marking on uniform k+1 (mean, 95% CI)"} for r in rnd.rows if r.policy == "Marking"]
+    return {"points": pts}
+
+
+FIGURE_DATA = {"7": _fig7_data, "8": _fig8_data}
+
+
+def figure_data(fig_id: str, profile) -> dict | None:
+    """The measured overlay of figure ``fig_id`` at ``profile``'s sizes, or None when it is formula-only."""
+    make = FIGURE_DATA.get(str(fig_id))
+    return None if make is None else make(profile)

@@ -103,3 +103,7 @@ def to_jsonable(x: Any) -> Any:
 
 def dumps(x: Any) -> str:
     return json.dumps(to_jsonable(x), indent=2, sort_keys=True)
+
+
+# the checks register themselves on import; order here is the report's order
+from . import classic, numbers  # noqa: E402,F401
