@@ -5,8 +5,10 @@ The policy interface
 An eviction policy is any object with these five methods (``policies.base.Policy`` implements them with the
 bookkeeping done, so a concrete policy only chooses victims):
 
-``reset(capacity, rng)``
-    Start a new run with cache size ``capacity`` and a seeded ``numpy.random.Generator``.
+``reset(capacity, rng[, model])``
+    Start a new run with cache size ``capacity`` and a seeded ``numpy.random.Generator``; a policy whose ``reset``
+    takes a third parameter is also told the cost model (``"rm"`` or ``"nm"``), so that e.g. a classic policy can
+    ignore the attention rows an RM run built from attention also feeds it.
 ``admit(t, item, cost)``
     ``item`` became resident at step ``t``: a fetched miss in RM (``cost`` = its fault cost), an arriving token in
     NM (``cost`` = 0).
@@ -48,7 +50,7 @@ _EMPTY: frozenset = frozenset()
 class EvictionPolicy(Protocol):
     """The engine-facing policy interface (see module docstring)."""
 
-    def reset(self, capacity: int, rng: np.random.Generator) -> None: ...
+    def reset(self, capacity: int, rng: np.random.Generator, model: str = "rm") -> None: ...
     def admit(self, t: int, item: int, cost: float) -> None: ...
     def hit(self, t: int, item: int, cost: float) -> None: ...
     def evict(self, t: int, need: int, protected: frozenset) -> Sequence[int]: ...
@@ -74,6 +76,17 @@ def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     if isinstance(seed, np.random.Generator):
         return seed
     return np.random.default_rng(0 if seed is None else seed)
+
+
+def _takes_model(reset) -> bool:
+    import inspect
+
+    try:
+        params = inspect.signature(reset).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 3 or any(p.kind == p.VAR_POSITIONAL for p in params)
 
 
 @dataclass
@@ -110,7 +123,10 @@ class _Simulator:
         missing = [m for m in INTERFACE_METHODS if not callable(getattr(policy, m, None))]
         if missing:
             raise ParameterError(f"policy {self.name!r} lacks interface method(s) {missing}")
-        policy.reset(self.capacity, make_rng(seed))
+        if _takes_model(policy.reset):
+            policy.reset(self.capacity, make_rng(seed), self.model)
+        else:
+            policy.reset(self.capacity, make_rng(seed))
         self.t = 0
         self.cost = 0.0
         self.misses = 0

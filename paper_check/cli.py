@@ -163,16 +163,25 @@ def _build_figures(ids, profile, fig_dir: Path) -> dict[str, list[str]]:
 def cmd_run(args) -> int:
     from theorems.claims import CLAIMS, Context
 
-    from .report import check_out_dir, progress, run_claims, write_report
+    from .report import check_out_dir, progress, real_trace_section, run_claims, write_report
 
     profile = _profile(args)
     out_dir = check_out_dir(Path(args.out) if args.out else PACKAGE_DIR)
     fig_dir = check_out_dir(Path(args.out) / "figures" if args.out else FIGURES_DIR)
     progress(f"paper_check: profile {profile.name}; figures -> {fig_dir}; report -> {out_dir}")
-    built = _build_figures(_figure_ids(), profile, fig_dir)
+    from .report import display_path
+
+    built = {fid: [display_path(p, out_dir) for p in paths]
+             for fid, paths in _build_figures(_figure_ids(), profile, fig_dir).items()}
     results = run_claims(list(CLAIMS), Context(profile, out_dir, built))
-    md, js, changes = write_report(out_dir, profile, results, built)
+    real = real_trace_section(profile, out_dir)
+    md, js, changes = write_report(out_dir, profile, results, built, real)
     progress(f"paper_check: wrote {md} and {js}")
+    if args.write_ledger:
+        from .report import write_ledger
+
+        progress(f"paper_check: ledger written to {write_ledger(results)}")
+        return 0
     for c in changes:
         print(f"paper_check: ledger: {c}", file=sys.stderr)
     return 1 if changes else 0
@@ -248,6 +257,12 @@ def cmd_fuzz(args) -> int:
     return 1 if rep.violation or rep.contract_violation else 0
 
 
+def cmd_capture(args) -> int:
+    from realtrace.capture import main as capture_main
+
+    return capture_main(args.args, prog="paper_check capture")
+
+
 # --------------------------------------------------------------------------------------------------------------------
 # parser and entry point
 # --------------------------------------------------------------------------------------------------------------------
@@ -257,6 +272,8 @@ def build_parser() -> argparse.ArgumentParser:
                 "simulate policies against the exact optimum.  With no command: the whole check.")
     _add_profile(p)
     p.add_argument("--out", default=None, help="write report and figures here instead of paper_check/ and figures/")
+    p.add_argument("--write-ledger", action="store_true",
+                   help="record this run's verdicts as the expected ones in paper_check/ledger.json")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     ls = sub.add_parser("list", help="list the claims and figures")
@@ -299,6 +316,11 @@ def build_parser() -> argparse.ArgumentParser:
     fz.add_argument("--out", default=".", help="directory for the counterexample trace file (default .)")
     fz.add_argument("--json", action="store_true", help="print one JSON object")
     fz.set_defaults(func=cmd_fuzz)
+
+    cap = sub.add_parser("capture", add_help=False, help="capture real attention traces (needs the [real] extra; "
+                         "'capture --help' lists its options)")
+    cap.add_argument("args", nargs=argparse.REMAINDER)
+    cap.set_defaults(func=cmd_capture)
 
     pol = sub.add_parser("policies", help="list the policy registry")
     pol.add_argument("--json", action="store_true", help="print JSON")

@@ -69,6 +69,26 @@ def claim_record(cid: str, res: ClaimResult) -> dict:
                         "evidence": res.evidence, "correction": res.correction})
 
 
+def write_ledger(results: dict[str, ClaimResult]) -> Path:
+    """Record the verdicts of this run as the expected ones (``--write-ledger``)."""
+    write_atomic(LEDGER, dumps({"about": "expected verdict of every claim; python -m paper_check exits 1 and names "
+                                         "the claim when a run disagrees (regenerate with --write-ledger)",
+                                "claims": {cid: r.verdict for cid, r in results.items()}}) + "\n")
+    return LEDGER
+
+
+def display_path(p: str | Path, out_dir: Path) -> str:
+    """A path as the report shows it: relative to the repository or to the output directory, never absolute, so
+    the report does not depend on where the checkout lives."""
+    p = Path(p).resolve()
+    for base in (PACKAGE_DIR.parent, out_dir.resolve()):
+        try:
+            return str(p.relative_to(base))
+        except ValueError:
+            continue
+    return p.name
+
+
 def load_ledger() -> dict[str, str]:
     import json
 
@@ -89,13 +109,38 @@ def ledger_changes(results: dict[str, ClaimResult]) -> list[str]:
     return out
 
 
-def render_markdown(profile: Profile, records: list[dict], figures: dict[str, list[str]], changes: list[str]) -> str:
+def real_trace_section(profile: Profile, out_dir: Path) -> dict:
+    """Measurements on real attention traces (issue 7).  The quick profile reads the committed trace set; the full
+    profile captures a fresh one into ``out_dir/real_traces`` when the ``[real]`` extra is installed.  Which source
+    was used is stated in the section ("FALLBACK: ..." when it is the committed set)."""
+    from realtrace import load_default_traces
+    from realtrace.report import format_report, real_trace_report
+
+    t0 = time.perf_counter()
+    if profile.name == "full":
+        ts, note = load_default_traces(out_dir / "real_traces")
+        budgets = (32, 64, 128)
+    else:
+        ts, note = load_default_traces()
+        note += "; the quick profile uses two heads of layers 9 and 19 at k = 64 (--full: every head, k = 32, 64, 128)"
+        keep = [n for n in ts.names() if ts.layers[n] in (9, 19) and ts.heads[n] == "kv0"]
+        ts = type(ts)({n: ts.traces[n] for n in keep}, {n: ts.layers[n] for n in keep},
+                      {n: ts.heads[n] for n in keep}, ts.segments, ts.meta, ts.source)
+        budgets = (64,)
+    rep = real_trace_report(ts, note, budgets=budgets)
+    progress(f"[real traces] {len(ts.traces)} traces, k = {list(budgets)} ({time.perf_counter() - t0:.1f} s)")
+    return {"report": rep, "text": format_report(rep)}
+
+
+def render_markdown(profile: Profile, records: list[dict], figures: dict[str, list[str]], changes: list[str],
+                    real: dict | None = None) -> str:
     lines = ["# paper_check report", "",
              "Every claim of *KV-Cache Eviction as an Online Caching Problem* (seed 000) and of the block-eviction "
              "figure page (seed 002), recomputed by this toolkit.  Verdicts: **holds**, **holds-with-correction** "
              "(the correction is stated), **refuted** (with the counterexample), **not-checkable** (the missing "
              "input is named).", "",
-             f"Profile `{profile.name}`: {dumps(profile.as_dict())}".replace("\n", " "), ""]
+             f"Profile `{profile.name}`: " + ", ".join(f"{k} = {v}" for k, v in profile.as_dict().items()
+                                                       if k != "name") + ".", ""]
     counts: dict[str, int] = {}
     for r in records:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
@@ -115,6 +160,8 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
                   "Computed:", "", "```json", dumps(r["values"]), "```", ""]
         if r["evidence"]:
             lines += ["Evidence: " + "; ".join(f"{k}: `{v}`" for k, v in sorted(r["evidence"].items())), ""]
+    if real:
+        lines += ["## Real attention traces", "", real["report"]["source"], "", "```", real["text"], "```", ""]
     if figures:
         lines += ["## Figures", ""]
         for fid, paths in figures.items():
@@ -123,12 +170,13 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
     return "\n".join(lines)
 
 
-def write_report(out_dir: Path, profile: Profile, results: dict[str, ClaimResult],
-                 figures: dict[str, list[str]]) -> tuple[Path, Path, list[str]]:
+def write_report(out_dir: Path, profile: Profile, results: dict[str, ClaimResult], figures: dict[str, list[str]],
+                 real: dict | None = None) -> tuple[Path, Path, list[str]]:
     records = [claim_record(cid, res) for cid, res in results.items()]
     changes = ledger_changes(results)
-    doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes}
+    doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes,
+           "real_traces": real["report"] if real else None}
     json_path, md_path = out_dir / "report.json", out_dir / "report.md"
     write_atomic(json_path, dumps(doc) + "\n")
-    write_atomic(md_path, render_markdown(profile, records, figures, changes))
+    write_atomic(md_path, render_markdown(profile, records, figures, changes, real))
     return md_path, json_path, changes

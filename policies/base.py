@@ -7,7 +7,7 @@ created in :meth:`on_reset`, updated by the hooks, and implements :meth:`victim`
 
 Hooks a subclass may override (all default to doing nothing):
 
-``on_reset()``                       new run; ``self.k``, ``self.rng``, ``self.resident`` are set
+``on_reset()``                       new run; ``self.k``, ``self.rng``, ``self.model``, ``self.resident`` are set
 ``on_admit(t, item, cost)``          item became resident (RM fetch, NM arrival)
 ``on_hit(t, item, cost)``            item requested while resident (RM)
 ``on_evict(t, item)``                item left the cache (after :meth:`victim` chose it, or a ``victims`` override)
@@ -40,12 +40,14 @@ class Policy:
 
     k: int
     rng: np.random.Generator
+    model: str
     resident: set[int]
 
     # -- engine interface -------------------------------------------------------------------------------------------
-    def reset(self, capacity: int, rng: np.random.Generator) -> None:
+    def reset(self, capacity: int, rng: np.random.Generator, model: str = "rm") -> None:
         self.k = capacity
         self.rng = rng
+        self.model = model
         self.resident = set()
         self.on_reset()
 

@@ -12,7 +12,7 @@ from .base import Policy
 from .decay import LazyDecay, RisingKeyHeap, check_count, check_gamma, check_number
 from .registry import register
 
-WEIGHT_RULES = ("unit", "cost", "position", "zero")
+WEIGHT_RULES = ("auto", "unit", "cost", "position", "zero")
 TIEBREAKS = ("attention", "recency")
 
 
@@ -24,7 +24,8 @@ class GDA(Policy):
     Rule (paper Section 6, Eq. 11 and its flowchart; Landlord is Young, On-line file caching, SODA 1998):
 
     * admission: ``c_i <- w_i``;
-    * refresh: when item ``i`` is hit (RM) or observed with weight ``a[t, i] >= threshold`` (both models),
+    * refresh: when item ``i`` is hit (RM) or observed with weight ``a[t, i] >= threshold`` (NM; in RM only when
+      ``rm_attention_refresh`` -- the paper's literal wording, which breaks Theorem 3, see below),
       ``c_i <- max(c_i, w_i)``;
     * eviction (memory pressure): ``delta = min c_j`` over the unprotected resident items; every credit drops by
       ``delta`` (protected items are floored at 0); the victim is, among the unprotected items whose credit is now
@@ -32,7 +33,8 @@ class GDA(Policy):
     * tie-break key: ``tiebreak = "attention"`` -- the decayed recent attention ``D_i <- gamma * D_i + a[t, i]``
       (every observed weight, 0 at admission); ``tiebreak = "recency"`` -- the time of the last refresh
       (admission, hit or above-threshold attention), oldest first;
-    * weights: ``"unit"`` ``w = 1``; ``"cost"`` the fault cost the engine reports with the admission or hit (RM:
+    * weights: ``"auto"`` (default) is ``"cost"`` in RM and ``"unit"`` in NM; ``"unit"`` ``w = 1``; ``"cost"`` the
+      fault cost the engine reports with the admission or hit (RM:
       the request's cost -- Theorem 3's weighted setting; NM arrivals cost 0, so this rule is RM-only);
       ``"position"`` ``w_i = 1 + i / T_hint`` (SPEC section 2's recompute weight, item ids as positions);
       ``"zero"`` ``w = 0`` (credits are always 0 and only the tie-break decides);
@@ -62,14 +64,16 @@ class GDA(Policy):
     requested (``threshold`` below the request threshold ``theta``, or rows observed on a paging trace) is not a
     Landlord step, and the bound fails: an item attended lightly at every step keeps its credit forever while the
     requests alternate between two other items -- GD-A faults on every request, OPT with ``h = k = 2`` faults 3 times
-    (``tests/test_gda_unification.py``).  For Theorem 3, use ``weight = "cost"`` with ``threshold >= theta`` (or
-    ``inf``: refresh on hits only).  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
+    (``tests/test_gda_unification.py``, with ``rm_attention_refresh = True``).  So in RM the default refreshes on
+    hits only and uses attention only for the tie-break, and the default weight is the fault cost: that is the
+    policy Theorem 3 is true of.  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
     credit becomes ``max(w_i, stored credit)`` (within Landlord's range) and ``D`` is restored decayed.
     """
 
-    weight: str = "unit"
+    weight: str = "auto"
     T_hint: int = 0
     threshold: float = 0.01
+    rm_attention_refresh: bool = False
     tiebreak: str = "attention"
     gamma: float = 0.9
     n_pinned: int = 0
@@ -106,6 +110,8 @@ class GDA(Policy):
         if item < self._pinned:
             return math.inf
         rule = self.weight
+        if rule == "auto":
+            rule = "cost" if self.model == "rm" else "unit"
         if rule == "unit":
             return 1.0
         if rule == "cost":
@@ -138,7 +144,7 @@ class GDA(Policy):
 
     def on_hit(self, t, item, cost):
         self._now = t
-        if self.weight == "cost":
+        if self.weight == "cost" or (self.weight == "auto" and self.model == "rm"):
             self._w[item] = self._weight(item, cost)
         self._refresh(item)
 
@@ -153,7 +159,8 @@ class GDA(Policy):
 
     def on_observe(self, t, items, weights):
         self._now = t
-        thr = self.threshold
+        # in RM a credit may only grow on a request (Young's potential argument); attention still feeds the tie-break
+        thr = self.threshold if self.model == "nm" or self.rm_attention_refresh else math.inf
         if self.tiebreak == "recency":
             for i, a in zip(items.tolist(), weights.tolist()):
                 if a >= thr:

@@ -14,7 +14,9 @@ from .registry import register
 class LRU(Policy):
     """Evict the resident item whose last request (RM) or last attention (NM) is oldest.
 
-    In NM an item counts as used when it arrives and whenever it is observed with weight ``>= threshold``.
+    In NM an item counts as used when it arrives and whenever it is observed with weight ``>= threshold``.  In RM only
+    requests count: attention rows that an RM run built from attention also feeds are ignored (counting them would
+    make recency depend on sub-threshold attention and break the k/(k-h+1) bound).
     Checked against Belady's exact optimum on Sleator-Tarjan's bound ``k/(k-h+1)`` and by hand-worked traces.
     """
 
@@ -34,6 +36,8 @@ class LRU(Policy):
         self._order.move_to_end(item)
 
     def on_observe(self, t, items, weights):
+        if self.model != "nm":
+            return
         order = self._order
         for i in items[weights >= self.threshold].tolist() if self.threshold > 0 else items.tolist():
             order.move_to_end(i)

@@ -62,10 +62,10 @@ class Persistent(Policy):
         args = "".join(f", {k}={v}" for k, v in sorted((self.params or {}).items()))
         self.label = f"Persistent({info.name}{args})"
 
-    def reset(self, capacity, rng):
-        super().reset(capacity, rng)
+    def reset(self, capacity, rng, model="rm"):
+        super().reset(capacity, rng, model)
         self.saved: dict[int, object] = {}
-        self.inner.reset(capacity, rng)
+        self.inner.reset(capacity, rng, model)
         # Policies drop victims through ``drop`` (base.victims, or their own ``victims`` override), which calls
         # ``on_evict``; intercepting it on the instance is the one place that sees every victim before it is forgotten.
         self.inner.drop = self._drop_keeping_state

@@ -268,9 +268,9 @@ def _spy(name: str):
             assert item in self.resident
             super().hit(t, item, cost)
 
-        def reset(self, capacity, rng):
+        def reset(self, capacity, rng, model="rm"):
             self.seen = []
-            super().reset(capacity, rng)
+            super().reset(capacity, rng, model)
 
     Spy.__name__ = f"Spy{cls.__name__}"
     return Spy

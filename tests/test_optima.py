@@ -30,7 +30,9 @@ SOLVERS = ("highs", "networkx")
 
 class ScheduledEvictions:
     """Engine policy that replays an offline schedule: when asked for room at step ``t`` it evicts every resident
-    item whose scheduled eviction step is ``<= t`` (a later request of the item cancels a pending eviction)."""
+    item whose scheduled eviction step ``s <= t`` has come, unless the item was requested after ``s`` (the engine
+    only asks for room when needed, so a scheduled RM eviction may be overtaken by the item's next request; an
+    optimum never schedules the eviction of an item at a step that requests it, and an NM arrival is not a request)."""
 
     name = "scheduled"
 
@@ -38,18 +40,20 @@ class ScheduledEvictions:
         self.schedule = sorted(evictions)
 
     def reset(self, capacity, rng):
-        self.resident, self.pending, self.next = set(), set(), 0
+        self.resident, self.pending, self.next, self.last_use = set(), set(), 0, {}
 
     def admit(self, t, item, cost):
         self.resident.add(item)
-        self.pending.discard(item)
+        self.last_use[item] = t
 
     def hit(self, t, item, cost):
-        self.pending.discard(item)
+        self.last_use[item] = t
 
     def evict(self, t, need, protected):
         while self.next < len(self.schedule) and self.schedule[self.next][0] <= t:
-            self.pending.add(self.schedule[self.next][1])
+            s, item = self.schedule[self.next]
+            if self.last_use.get(item, -1) <= s:
+                self.pending.add(item)
             self.next += 1
         victims = sorted(self.pending & self.resident)
         self.resident.difference_update(victims)
@@ -80,14 +84,15 @@ EIGHTHS = st.integers(0, 24).map(lambda n: n / 8)
 
 
 @st.composite
-def paging_instances(draw, max_steps=8, max_items=5, max_per_step=3, unit=False):
+def paging_instances(draw, max_steps=10, max_items=6, max_per_step=3, unit=False):
+    """Small caches over a few more items than fit, so that capacity binds at many steps."""
     T = draw(st.integers(1, max_steps))
     n = draw(st.integers(1, max_items))
     per = 1 if unit else max_per_step
     steps = [draw(st.lists(st.integers(0, n - 1), min_size=1, max_size=min(per, n), unique=True)) for _ in range(T)]
     costs = None if unit else [[draw(EIGHTHS) for _ in q] for q in steps]
     widest = max(len(q) for q in steps)
-    h = draw(st.integers(widest, widest + 3))
+    h = draw(st.integers(widest, widest + 2))
     return PagingTrace.from_steps(steps, costs), h
 
 

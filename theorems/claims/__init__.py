@@ -49,7 +49,9 @@ class Context:
 
         d = self.out_dir / "counterexamples"
         d.mkdir(parents=True, exist_ok=True)
-        return str(save_trace(trace, d / f"{name}.npz"))
+        save_trace(trace, d / f"{name}.npz")
+        # relative to the report's directory, so the report does not depend on where it was written
+        return f"counterexamples/{name}.npz"
 
 
 @dataclass(frozen=True)
