@@ -58,7 +58,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from kvcore.errors import ParameterError
-from kvcore.formulas import GiB, MiB, blocks_in_budget, kv_block_bytes
+from kvcore.formulas import CONFIG_70B_GQA, GiB, MiB, ModelShape, blocks_in_budget, kv_block_bytes
 from kvcore.traces import PagingTrace
 
 TOKENS_PER_BLOCK = 16
@@ -66,29 +66,21 @@ BLOCK_BITS = 20
 MAX_BLOCKS_PER_SEQUENCE = 1 << BLOCK_BITS
 
 
-@dataclass(frozen=True)
-class ModelConfig:
-    """The attention shape that sets bytes per token (Eq. 2, paper Section 2.1)."""
-
-    name: str
-    layers: int
-    kv_heads: int
-    head_dim: int
-    bytes_per_elem: float
-
-    def block_bytes(self, tokens_per_block: int = TOKENS_PER_BLOCK) -> float:
-        return kv_block_bytes(tokens_per_block, self.layers, self.kv_heads, self.head_dim, self.bytes_per_elem)
+# The figure page's block unit: Llama-2-70B with grouped-query attention, fp16 (kvcore.formulas.CONFIG_70B_GQA).
+# 2 * 80 * 8 * 128 * 2 bytes = 320 KiB per token, so 16 tokens = 5 MiB exactly: the page's "5.00 MiB".
+BLOCK_MODEL = CONFIG_70B_GQA
 
 
-# 2 * 80 * 8 * 128 * 2 bytes = 320 KiB per token, so 16 tokens = 5 MiB exactly: the figure page's "5.00 MiB".
-BLOCK_MODEL = ModelConfig("Llama-2-70B (GQA, fp16)", layers=80, kv_heads=8, head_dim=128, bytes_per_elem=2)
+def block_bytes(model: ModelShape = BLOCK_MODEL) -> float:
+    """Bytes of one ``TOKENS_PER_BLOCK``-token block, every head of every layer (Eq. 2)."""
+    return kv_block_bytes(TOKENS_PER_BLOCK, model.layers, model.kv_heads, model.head_dim, model.bytes_per_elem)
 
 
-def block_capacity(budget_gib: float, model: ModelConfig = BLOCK_MODEL) -> int:
+def block_capacity(budget_gib: float, model: ModelShape = BLOCK_MODEL) -> int:
     """Whole blocks that fit in ``budget_gib`` GiB: ``floor(budget / block bytes)`` (32 GiB -> 6553 blocks)."""
     if not budget_gib > 0:
         raise ParameterError(f"budget = {budget_gib} GiB: must be positive")
-    return blocks_in_budget(budget_gib * GiB, model.block_bytes())
+    return blocks_in_budget(budget_gib * GiB, block_bytes(model))
 
 
 def encode_block(sequence: int, block: int) -> int:
@@ -211,8 +203,8 @@ class BlockWorkload:
     def summary(self, budget_gib: float = 32.0) -> dict:
         cap = block_capacity(budget_gib)
         return {"seed": self.seed, "steps": self.T, "accesses": self.accesses, "footprint_blocks": self.footprint,
-                "footprint_gib": self.footprint * BLOCK_MODEL.block_bytes() / GiB,
-                "block_mib": BLOCK_MODEL.block_bytes() / MiB, "budget_gib": budget_gib, "capacity_blocks": cap,
+                "footprint_gib": self.footprint * block_bytes() / GiB,
+                "block_mib": block_bytes() / MiB, "budget_gib": budget_gib, "capacity_blocks": cap,
                 "budget_fraction_of_footprint": cap / self.footprint}
 
 

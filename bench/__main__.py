@@ -2,16 +2,16 @@
 
 Sections (all measured in this one run, in this order):
   baseline   a bare Python loop (set membership + insert per request) over the engine trace: the unit of the
-             "x baseline" columns, so that ratios, not absolute numbers, carry across machines and load;
+             "x base" columns, so that ratios, not absolute numbers, carry across machines and load;
   vs-lcs     LRU, FIFO, LFU, Belady: our kernels and libCacheSim on a Zipf(1.0) trace (1e7 requests, 1e6 objects,
              k = 10,000; unit sizes), miss counts and requests/s side by side, ours/theirs;
   mrc        the all-sizes LRU curve against libCacheSim's LRU run at 20 sizes (and the counts compared);
-  engine     every registered RM policy through the plain engine, plus Belady and the kernels, on a Zipf(1.0) trace
-             of 1e6 requests over 1e5 objects at k = 1000;
+  engine     every registered RM policy through the plain engine, kvcore.optima.belady, and the kernels compiled and
+             as plain Python (what runs without numba), on a Zipf(1.0) trace of 1e6 requests, 1e5 objects, k = 1000;
   nm         every registered NM policy through the plain engine on a 20,000-step attention trace, 32 nonzeros per
              row, k = 1024;
   optima     rm_opt at T = 1e5 and 1e6 (k = 1000, costs 1..8) and nm_opt at T = 5,000/k = 256 and T = 20,000/k = 1024,
-             each in a fresh process (time and peak RSS of that process).
+             each in a fresh process (its time and its peak RSS, VmHWM; see bench/optimum_child.py).
 ``--quick`` shrinks every size for a smoke run.  A policy whose full run would take over ``--policy-budget`` seconds
 (projected from a 2% prefix) is measured on the longest prefix that fits, and the row says so.
 """
@@ -195,8 +195,8 @@ def run_optimum(model: str, steps: int, k: int, seed: int, timeout: float) -> di
 def section_optima(cfg: dict, seed: int, timeout: float) -> dict:
     rows = [run_optimum("rm", T, k, seed, timeout) for T, k in cfg["rm_opt"]]
     rows += [run_optimum("nm", T, k, seed, timeout) for T, k in cfg["nm_opt"]]
-    idle = subprocess.run([sys.executable, "-c", "import bench.workloads, kvcore.optima, resource; "
-                           "print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)"],
+    idle = subprocess.run([sys.executable, "-c", "import bench.workloads, kvcore.optima; "
+                           "from bench.optimum_child import peak_rss_mb; print(peak_rss_mb())"],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
     idle_mb = float(idle.stdout.strip() or "nan")
     return {"idle_process_rss_mb": idle_mb, "rows": rows}

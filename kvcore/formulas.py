@@ -244,6 +244,6 @@ def kv_block_bytes(tokens_per_block: int, layers: int, kv_heads: int, head_dim: 
 
 def blocks_in_budget(budget_bytes: float, block_bytes: float) -> int:
     """Cache capacity in whole blocks: ``floor(budget / block_bytes)`` (a partial block cannot hold a block)."""
-    if not (budget_bytes >= 0 and block_bytes > 0):
-        raise ValueError(f"budget = {budget_bytes}, block = {block_bytes} bytes: need budget >= 0 and block > 0")
+    _need(budget_bytes >= 0 and block_bytes > 0,
+          f"budget = {budget_bytes}, block = {block_bytes} bytes: need budget >= 0 and block > 0")
     return int(budget_bytes // block_bytes)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from kvcore.errors import ParameterError
+
 from .base import Policy
 from .registry import register
 
@@ -25,6 +27,10 @@ class LRU(Policy):
     name = "LRU"
     models = frozenset({"rm", "nm"})
     citation = "Sleator & Tarjan, Amortized efficiency of list update and paging rules, CACM 1985"
+
+    def __post_init__(self):
+        if not (0.0 <= self.threshold <= 1.0):
+            raise ParameterError(f"LRU: threshold = {self.threshold!r} must be in [0, 1]")
 
     def on_reset(self) -> None:
         self._order: OrderedDict[int, None] = OrderedDict()

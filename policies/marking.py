@@ -25,7 +25,8 @@ class Marking(Policy):
 
     Model: RM and NM.  In NM "requested" means what the paper's Section 4 marking argument says: a token is marked
     when it arrives and whenever it is observed with attention ``>= threshold``; the arriving token is therefore
-    never the victim.  Observed attention marks in RM too (only when the RM trace came from attention).
+    never the victim.  In RM only requests mark: the attention rows an RM run built from attention also feeds are
+    ignored, since a mark that is not a request would break the phase structure the ``2H_k`` bound rests on.
     """
 
     threshold: float = 0.1
@@ -55,6 +56,8 @@ class Marking(Policy):
         self._mark(t, item)
 
     def on_observe(self, t, items, weights):
+        if self.model != "nm":
+            return
         for i in items[weights >= self.threshold].tolist():
             self._mark(t, i)
 

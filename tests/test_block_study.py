@@ -4,6 +4,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from adversary.block_workload import (BlockWorkloadParams, block_capacity, decode_block, encode_block,
                                       generate_block_workload)
@@ -140,3 +142,21 @@ def test_study_tables_are_json_and_reproducible():
 def test_unknown_profile():
     with pytest.raises(ParameterError):
         run_block_study("huge")
+
+
+@pytest.mark.parametrize("unattended", ["decay", "hold"])
+@given(seq=st.lists(st.integers(0, 9), min_size=1, max_size=120), weights=st.lists(st.floats(0, 1), min_size=120,
+                                                                                     max_size=120),
+       capacity=st.integers(2, 6))
+def test_small_alpha_limit_is_lru_not_lfu(unattended, seq, weights, capacity):
+    """As alpha -> 0 every score is at most alpha * (number of observations), so the priority tends to the recency
+    decay alone, which orders blocks by last access: EMA-Block becomes LRU (not LFU).  At alpha = 1e-9 on a
+    one-request-per-step trace of <= 120 steps the score term (< 1.2e-7) cannot reorder two distinct ages (their
+    recency decays differ by more than 1e-4 at beta = 0.001), so the eviction sequences are equal."""
+    runs = []
+    for pol in (make("EMA-Block", alpha=1e-9, unattended=unattended), make("LRU")):
+        sim = RMSimulator(pol, capacity, record=True)
+        for item, w in zip(seq, weights):
+            sim.step([item], None, (np.array([item]), np.array([w])))
+        runs.append(sim.evictions)
+    assert runs[0] == runs[1]

@@ -18,7 +18,7 @@ import policies
 from kvcore.engine import NMSimulator, RMSimulator, run
 from kvcore.errors import ParameterError
 from kvcore.formulas import harmonic
-from kvcore.traces import AttentionTrace, PagingTrace
+from kvcore.traces import AttentionTrace, PagingTrace, rm_requests_from_attention
 
 SEQ = [0, 1, 2, 0, 3, 1, 4, 0]  # shared by the LRU / FIFO / LIFO / FWF traces, k = 3
 
@@ -95,6 +95,18 @@ def test_lfu_unbounded_sequence(k, m):
     # LFU pays (k-1) cold misses + every one of the 2(m-1) alternating requests (SPEC section 5).
     seq = [p for p in range(k - 1) for _ in range(m)] + [k - 1, k] * (m - 1)
     assert _run("LFU", seq, k).misses == (k - 1) + 2 * (m - 1)
+
+
+def test_lfu_against_the_optimum_grows_without_bound():
+    # On the same sequence the optimum pays k+1: k-1 cold misses, x cold, then y evicts one p_i for good
+    # (SPEC section 5), so LFU/OPT = ((k-1) + 2(m-1)) / (k+1) grows linearly in m.
+    from kvcore.optima import optimum
+
+    k = 3
+    for m in (2, 5, 9):
+        seq = PagingTrace.unit([p for p in range(k - 1) for _ in range(m)] + [k - 1, k] * (m - 1))
+        assert optimum(seq, k).cost == k + 1
+        assert _run("LFU", seq, k).cost == (k - 1) + 2 * (m - 1)
 
 
 def test_lfu_persistence_hooks():
@@ -311,10 +323,12 @@ def test_marking_nm_never_drops_the_arriving_token():
     assert sim.evictions and all(v != t for t, v in sim.evictions)
 
 
+@pytest.mark.parametrize("name", ["Marking", "LRU"])
 @pytest.mark.parametrize("threshold", [-0.5, 1.01, float("nan")])
-def test_marking_rejects_bad_threshold(threshold):
-    with pytest.raises(ParameterError, match="threshold"):
-        policies.make("Marking", threshold=threshold)
+def test_attention_thresholds_must_be_in_unit_interval(name, threshold):
+    with pytest.raises(ParameterError, match="threshold") as e:
+        policies.make(name, threshold=threshold)
+    assert name in str(e.value) and "\n" not in str(e.value)
 
 
 def test_nm_lifo_keeps_the_first_k_tokens():
@@ -326,3 +340,15 @@ def test_nm_lifo_keeps_the_first_k_tokens():
         sim.step(idx, w)
     assert sim.resident == frozenset({0, 1, 2})
     assert sim.evictions == [(t, t) for t in range(3, 8)]
+
+
+@pytest.mark.parametrize("name", ["LRU", "FIFO", "FWF", "LIFO", "LFU", "Random", "Marking", "Landlord", "Balance"])
+def test_rm_classic_policies_ignore_attention_rows(name):
+    # In RM a classic policy reacts to requests only: running on the attention trace (which also feeds the rows to
+    # observe) must give the same evictions as running on the derived request sequence alone, seed for seed.
+    rng = np.random.default_rng(4)
+    rows = [{i: float(x) for i, x in enumerate(rng.dirichlet(np.full(t + 1, 0.3)))} for t in range(40)]
+    att = AttentionTrace.from_rows(rows)
+    with_rows = run(policies.make(name), att, 4, model="rm", theta=0.3, seed=9, record=True)
+    requests_only = run(policies.make(name), rm_requests_from_attention(att, 0.3), 4, seed=9, record=True)
+    assert with_rows.evictions == requests_only.evictions and with_rows.evictions

@@ -25,7 +25,7 @@ import math
 import numpy as np
 import pytest
 
-from adversary.block_workload import BLOCK_MODEL, TOKENS_PER_BLOCK, block_capacity
+from adversary.block_workload import BLOCK_MODEL, TOKENS_PER_BLOCK, block_bytes, block_capacity
 from kvcore.engine import RMSimulator
 from kvcore.formulas import GiB, MiB, kv_block_bytes
 from policies import make
@@ -127,10 +127,10 @@ def test_block_of_16_tokens_is_5_mib_for_llama2_70b():
     assert TOKENS_PER_BLOCK == 16
     # 2 (K and V) * 80 * 8 * 128 * 2 bytes = 327680 bytes per token; * 16 = 5242880 = 5 * 2**20
     assert kv_block_bytes(16, 80, 8, 128, 2) == 5 * 2**20
-    assert f"{BLOCK_MODEL.block_bytes() / MiB:.2f}" == "5.00"
+    assert f"{block_bytes() / MiB:.2f}" == "5.00"
 
 
 def test_32_gib_budget_holds_6553_blocks():
     # 32 GiB / 5 MiB = 32 * 1024 / 5 = 6553.6 blocks; a partial block holds nothing
     assert block_capacity(32.0) == 6553
-    assert block_capacity(32.0) * BLOCK_MODEL.block_bytes() <= 32 * GiB < (6553 + 1) * BLOCK_MODEL.block_bytes()
+    assert block_capacity(32.0) * block_bytes() <= 32 * GiB < (6553 + 1) * block_bytes()

@@ -97,7 +97,7 @@ def paging_instances(draw, max_steps=10, max_items=6, max_per_step=3, unit=False
 
 
 @st.composite
-def attention_instances(draw, max_steps=7):
+def attention_instances(draw, max_steps=8):
     """Each row hands 8 units of 1/8 to tokens ``0..t`` or to the unstored residual (slot ``t + 1``)."""
     T = draw(st.integers(1, max_steps))
     indptr, idx, w, residual = [0], [], [], []

@@ -266,6 +266,10 @@ def _fig8_data(profile) -> dict:
 
 FIGURE_DATA = {"7": _fig7_data, "8": _fig8_data}
 
+from .results_attention import FIGURE_DATA as _ATTENTION_FIGURE_DATA  # noqa: E402  (figures 9, 11, 13)
+
+FIGURE_DATA.update(_ATTENTION_FIGURE_DATA)
+
 
 def figure_data(fig_id: str, profile) -> dict | None:
     """The measured overlay of figure ``fig_id`` at ``profile``'s sizes, or None when it is formula-only."""
