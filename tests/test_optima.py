@@ -150,9 +150,11 @@ def test_belady_equals_flow_optimum_at_unit_cost(inst):
 @given(paging_instances(max_steps=12, max_items=6))
 def test_rm_opt_monotone_in_capacity(inst):
     trace, h = inst
-    costs = [rm_opt(trace, c).cost for c in range(h, h + 3)]
+    n_items = trace.distinct_items().size
+    costs = [rm_opt(trace, c).cost for c in sorted({h, h + 1, h + 2, max(h, n_items)})]
     assert all(a >= b for a, b in zip(costs, costs[1:]))
-    assert costs[-1] >= 0
+    _, first = np.unique(trace.items, return_index=True)
+    assert costs[-1] == trace.costs[first].sum()  # everything fits: only the first request of each item faults
 
 
 @given(attention_instances())
@@ -278,3 +280,12 @@ def test_furthest_next_request_is_not_optimal_with_position_costs():
     for _, items, costs in unit.steps():
         sim.step(items.tolist(), costs.tolist())
     assert sim.result().cost == rm_opt(unit, 3).cost
+
+
+def test_empty_traces_cost_nothing():
+    paging = PagingTrace.unit(np.array([], dtype=np.int64))
+    attention = AttentionTrace(np.array([0]), np.array([], dtype=np.int64), np.array([]))
+    results = [belady(paging, 1), brute_rm(paging, 1), nm_opt(attention, 1), brute_nm(attention, 1),
+               future_mass_heuristic(attention, 1)] + [f(t, 1, solver=s) for f, t in ((rm_opt, paging),
+                                                                                  (nm_opt, attention)) for s in SOLVERS]
+    assert [(r.cost, r.misses) for r in results] == [(0.0, 0)] * len(results)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from kvcore.engine import RMSimulator
 from kvcore.errors import ParameterError
-from policies import get, make
+from policies import all_policies, get, make
 
 PERSISTABLE = [("LFU", None), ("EMA-Block", {"alpha": 0.1}), ("EMA-Block", {"alpha": 0.3, "unattended": "hold"})]
 
@@ -82,7 +82,13 @@ traces = st.lists(st.tuples(st.lists(st.integers(0, 7), min_size=1, max_size=3, 
                   min_size=1, max_size=60)
 
 
-@pytest.mark.parametrize("name, params", PERSISTABLE)
+# every registered persistable policy with its defaults (LFU, EMA-Block, ACC, LRFU, GD-A, ... as they are added), plus
+# EMA-Block's other reading: the wrapper relies only on the export/import contract of policies/base.py
+EVERY_PERSISTABLE = sorted({(i.name, None) for i in all_policies("rm") if i.cls.persistable} | set(
+    (n, None if p is None else tuple(sorted(p.items()))) for n, p in PERSISTABLE), key=str)
+
+
+@pytest.mark.parametrize("name, params", [(n, None if p is None else dict(p)) for n, p in EVERY_PERSISTABLE])
 @given(raw=traces, capacity=st.integers(3, 5))
 def test_persistent_equals_plain_until_the_first_readmission(name, params, raw, capacity):
     steps = [(items, dict(zip(items, w))) for items, w in raw]

@@ -40,7 +40,7 @@ import policies
 from adversary.block_workload import (BLOCK_MODEL, BlockWorkload, BlockWorkloadParams, block_bytes,
                                       block_capacity, generate_block_workload)
 from kvcore.engine import RMSimulator
-from kvcore.errors import ParameterError
+from kvcore.errors import KVToolkitError, ParameterError
 from kvcore.formulas import MiB
 from kvcore.traces import PagingTrace
 from policies.fast import simulate_fast
@@ -131,8 +131,16 @@ def run_block_study(profile: str | StudyProfile = "quick", params: BlockWorkload
     wparams = params or BlockWorkloadParams(steps=profile.steps)
     workloads = [generate_block_workload(wparams, seed) for seed in profile.seeds]
     capacity = block_capacity(BUDGET_GIB)
-    lru = _measure("LRU", {}, workloads, capacity)
-    lfu = _measure("LFU", {}, workloads, capacity)
+    measured: dict[str, dict] = {}
+
+    def measure(name: str, params: dict) -> dict:
+        key = json.dumps([name, params], sort_keys=True)  # LRU, LFU and persistent LFU serve every reading
+        if key not in measured:
+            measured[key] = _measure(name, params, workloads, capacity)
+        return measured[key]
+
+    lru = measure("LRU", {})
+    lfu = measure("LFU", {})
     out: dict[str, Any] = {
         "profile": profile.as_dict(),
         "budget_gib": BUDGET_GIB, "capacity_blocks": capacity, "beta": BETA,
@@ -143,8 +151,7 @@ def run_block_study(profile: str | StudyProfile = "quick", params: BlockWorkload
         "alpha_sweep": {}, "persistence": {},
     }
     for reading in profile.readings:
-        ema = {a: _measure("EMA-Block", {"alpha": a, "beta": BETA, "unattended": reading}, workloads, capacity)
-               for a in ALPHAS}
+        ema = {a: measure("EMA-Block", {"alpha": a, "beta": BETA, "unattended": reading}) for a in ALPHAS}
         sweep_rows = [ema[a] for a in ALPHAS]
         out["alpha_sweep"][reading] = {
             "rows": sweep_rows + [lru, lfu],
@@ -155,7 +162,7 @@ def run_block_study(profile: str | StudyProfile = "quick", params: BlockWorkload
         for name, extra in ABLATION:
             wrapped = extra if name == "LFU" else {**extra, "beta": BETA, "unattended": reading}
             plain = lfu if name == "LFU" else ema[extra["alpha"]]
-            kept = _measure("Persistent", {"policy": name, "params": wrapped or None}, workloads, capacity)
+            kept = measure("Persistent", {"policy": name, "params": wrapped or None})
             rows.append({"policy": plain["policy"], "plain_hit_rate": plain["hit_rate"],
                          "persistent_hit_rate": kept["hit_rate"],
                          "gain_pts": 100 * (kept["hit_rate"] - plain["hit_rate"]),
@@ -173,7 +180,12 @@ def run_block_study(profile: str | StudyProfile = "quick", params: BlockWorkload
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
-    print(json.dumps(run_block_study(args[0] if args else "quick"), indent=1))
+    try:
+        tables = run_block_study(args[0] if args else "quick")
+    except KVToolkitError as exc:
+        print(f"block_study: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(tables, indent=1))
     return 0
 
 

@@ -180,8 +180,9 @@ def lemma1_nm_table(ks=(3, 5), gammas=(0.5, 0.8, 0.95), suffixes=(40, 80), eps: 
                     tr = decoy_and_sleeper(k, eps, S)
                     costs.append(run_nm(policies.make("DecayedACC", gamma=g, protect_arrival=protect), tr, k).cost)
                 bounded = abs(costs[-1] - costs[0]) <= 1e-9
-                table.add(Row(table.result, "DecayedACC", "nm", "decoy-sleeper filler_first", k, k, costs[-1], 0.0,
-                              ratio(costs[-1], 0.0), float(suffixes[-1]), bounded,
+                opt = nm_opt(tr, k).cost
+                table.add(Row(table.result, "DecayedACC", "nm", "decoy-sleeper filler_first", k, k, costs[-1], opt,
+                              ratio(costs[-1], opt), float(suffixes[-1]), bounded,
                               params={"gamma": g, "protect_arrival": protect, "suffixes": list(suffixes),
                                       "regrets": costs, "W_gamma": w_gamma(g)}))
     return table
@@ -193,7 +194,8 @@ def lemma1_rm_table(ks=(3, 4, 5, 6, 8), gammas=(0.5, 0.7, 0.8, 0.9, 0.95), suffi
     (``single=True``, the setting of the lemma's proof).  Per ``(k, gamma)``: paid recomputes after priming at
     suffix ``S`` and ``2S``; bounded when equal.  Where bounded, the last paid offset is compared with
     ``W_gamma + 2`` (the lemma's window plus the block's two arrival rows, during which no sleeper is attended);
-    ``holds`` is the lemma's prediction measured: bounded, and stopped by then."""
+    ``holds`` is the lemma's prediction measured: bounded, and stopped by then.  ``alg_cost`` is the paid count at
+    ``2S``, ``opt_cost`` the optimum's cost on that trace."""
     table = Table("lemma1-decay-rm", "decayed ACC stops paying on the RM decoy-and-sleeper within W_gamma steps")
     for k in ks:
         for g in gammas:
@@ -208,8 +210,9 @@ def lemma1_rm_table(ks=(3, 4, 5, 6, 8), gammas=(0.5, 0.7, 0.8, 0.9, 0.95), suffi
                 lasts.append(int(paid[-1]) if paid.size else -1)
             bounded = counts[0] == counts[1]
             W = w_gamma(g)
+            opt = rm_opt(rm_requests_from_attention(tr, THETA), k).cost   # OPT's cost (0: arrivals are free)
             table.add(Row(table.result, "DecayedACC", "rm", "decoy-sleeper " + ("single pair" if single else "stream"),
-                          k, k, float(counts[1]), 0.0, ratio(counts[1], 0.0), W + 2,
+                          k, k, float(counts[1]), opt, ratio(counts[1], opt), W + 2,
                           bounded and lasts[1] <= W + 2,
                           params={"gamma": g, "paid": counts, "last_paid_offset": lasts[1], "bounded": bounded,
                                   "W_gamma": W, "suffixes": [suffix, 2 * suffix]}))
@@ -286,13 +289,15 @@ def thm3_attention_table(ks=(4, 6, 8), T: int = 150, seeds: int = 3, theta: floa
 
 
 def thm3_counterexamples(k: int = 3, rounds: int = 2, suffix: int = 20, T_literal: int = 40) -> Table:
-    """Two runs on which the literal statements fail (rows hold when the failure is reproduced).
+    """Runs on which literal readings of Theorem 3 fail (rows hold when the failure is reproduced).
 
     * Free arrivals (SPEC's RM from attention): decoy-and-sleeper stream with ``k = 3``: OPT pays 0, GD-A pays > 0
       (ratio infinite); charging the arrivals restores the bound on the same requests.
     * The paper's literal refresh (``rm_attention_refresh=True``): requests ``0, 100, 101, 100, 101, ...`` with an
       observed row putting .05 on item 0 every step (tests/test_gda_unification.py): every request faults
-      (cost T) while Belady with ``h = k = 2`` pays 3."""
+      (cost T) while Belady with ``h = k = 2`` pays 3.
+    * Per-request costs (an item's fault cost differs between its requests, as adversary.strategies.paging_traces
+      draws them): :data:`VARYING_COST_ITEMS` -- GD-A pays 40, OPT 4, ratio 10 > k = 2."""
     table = Table("thm3-counterexamples", "the two readings of Theorem 3 that fail")
     P = rm_priming(k, rounds, extra=2)
     tr = decoy_and_sleeper_rm(k, P, suffix, rounds)
@@ -315,7 +320,20 @@ def thm3_counterexamples(k: int = 3, rounds: int = 2, suffix: int = 20, T_litera
     table.add(Row(table.result, "GD-A (rm_attention_refresh)", "rm", "refresh of an unrequested item", 2, 2, lit, bel,
                   ratio(lit, bel), landlord_bound(2, 2), lit == T_literal and ratio(lit, bel) > 2,
                   params={"reading": "literal refresh", "default_gda_cost": dft}))
+    varying = PagingTrace(np.asarray(VARYING_COST_ITEMS), np.asarray(VARYING_COSTS),
+                          np.arange(len(VARYING_COST_ITEMS) + 1), "per-request costs")
+    vc, vo = run_rm(policies.make("GD-A"), varying, 2).cost, rm_opt(varying, 2).cost
+    table.add(Row(table.result, "GD-A", "rm", "an item's cost changes between requests", 2, 2, vc, vo, ratio(vc, vo),
+                  landlord_bound(2, 2), ratio(vc, vo) > landlord_bound(2, 2),
+                  params={"reading": "per-request costs", "items": VARYING_COST_ITEMS, "costs": VARYING_COSTS}))
     return table
+
+
+# Found by random search over 3 items, costs {1, 9}, k = h = 2 (brute_rm agrees with rm_opt): GD-A (= Landlord here)
+# pays 40, OPT 4.  Credits are set from the request that admitted or last hit an item; an item last requested
+# cheaply is evicted first and then re-requested at cost 9, which Young's fixed-weight potential never allows.
+VARYING_COST_ITEMS = [1, 2, 2, 1, 0, 1, 0, 2, 1, 1, 2]
+VARYING_COSTS = [1.0, 1.0, 9.0, 1.0, 1.0, 9.0, 9.0, 1.0, 9.0, 1.0, 9.0]
 
 
 def gda_trace_table(ks=(3, 4, 6), suffixes=(40, 80), eps: float = 0.05, rounds: int = 4) -> Table:
@@ -325,10 +343,11 @@ def gda_trace_table(ks=(3, 4, 6), suffixes=(40, 80), eps: float = 0.05, rounds: 
     table = Table("gda-trace", "GD-A converges to keeping the sleeper on decoy-and-sleeper (paper Section 6)")
     for k in ks:
         for order in ("paper", "filler_first"):
-            costs = [run_nm(policies.make("GD-A"), decoy_and_sleeper(k, eps, S, order=order), k).cost
-                     for S in suffixes]
-            table.add(Row(table.result, "GD-A", "nm", f"decoy-sleeper {order}", k, k, costs[-1], 0.0,
-                          ratio(costs[-1], 0.0), params={"regrets": costs, "suffixes": list(suffixes),
+            traces = [decoy_and_sleeper(k, eps, S, order=order) for S in suffixes]
+            costs = [run_nm(policies.make("GD-A"), tr, k).cost for tr in traces]
+            opt = nm_opt(traces[-1], k).cost
+            table.add(Row(table.result, "GD-A", "nm", f"decoy-sleeper {order}", k, k, costs[-1], opt,
+                          ratio(costs[-1], opt), params={"regrets": costs, "suffixes": list(suffixes),
                                                          "converges": abs(costs[-1] - costs[0]) <= 1e-9}))
         for single in (True, False):
             counts = []
@@ -338,8 +357,9 @@ def gda_trace_table(ks=(3, 4, 6), suffixes=(40, 80), eps: float = 0.05, rounds: 
                 tr = decoy_and_sleeper_rm(k, P, S, r)
                 res = run(policies.make("GD-A"), tr, k, model="rm", theta=THETA, record=True)
                 counts.append(int(paid_steps(res.per_step, P).size))
+            opt = rm_opt(rm_requests_from_attention(tr, THETA), k).cost
             table.add(Row(table.result, "GD-A", "rm", "decoy-sleeper " + ("single pair" if single else "stream"),
-                          k, k, float(counts[-1]), 0.0, ratio(counts[-1], 0.0),
+                          k, k, float(counts[-1]), opt, ratio(counts[-1], opt),
                           params={"paid": counts, "suffixes": list(suffixes), "converges": counts[0] == counts[-1]}))
     return table
 
@@ -444,7 +464,8 @@ def thm4_row(table: Table, trace: AttentionTrace, k: int, rho: float, W: int, ta
     return table.add(Row(table.result, "R-LRU-H", "nm", workload, k, k, res.cost, opt, ratio(res.cost, opt), bound,
                          (within(res.cost, bound) and lost_heavy == 0.0) if corrected else None,
                          tracking_gap=res.cost - opt,
-                         params={"rho": rho, "W": W, "tau": tau, "paper_premise": paper_premise, "heavy_lost": lost_heavy,
+                         params={"rho": rho, "W": W, "tau": tau, "paper_premise": paper_premise,
+                                 "heavy_lost": lost_heavy,
                                  "corrected_premise": corrected, "union_last_W": union, "T": trace.T}))
 
 
@@ -685,21 +706,24 @@ def stationary_zipf_trace(n: int, s: float, extra: int, stored: int) -> Attentio
                           np.asarray(wts), np.asarray(res), f"stationary zipf(n={n}, s={s:g})")
 
 
+# Figure 13's context length n (its caption, figures.analytic.FIG13_N); not imported, figures depend on theorems.
+FIG13_TOKENS = 4096
+
+
 def _fig13_data(profile) -> dict:
     """R-LRU-H per-step regret on stationary Zipf(s) rows over n = 4096 tokens, at the tau whose heavy set is the
-    top k ranks (the union then fills the budget and arrivals, which carry no mass, are dropped); measured over the ``extra`` rows after the n-th, with the unstored tail (ranks > 2k) counted as lost."""
-    from figures.analytic import FIG13_N
-
+    top k ranks (the union then fills the budget, and arrivals, which carry no mass, are dropped); measured over
+    the ``extra`` rows after the n-th, with the unstored tail (ranks > 2k) counted as lost."""
     budgets = (64,) if profile.name != "full" else (64, 256)
     extra = 50 if profile.name != "full" else 200
     pts = []
     for k in budgets:
         for s in (0.8, 1.2, 1.6):
-            tr = stationary_zipf_trace(FIG13_N, s, extra, 2 * k)
-            z = zipf_weights(FIG13_N, s)
+            tr = stationary_zipf_trace(FIG13_TOKENS, s, extra, 2 * k)
+            z = zipf_weights(FIG13_TOKENS, s)
             tau = float(z[k - 1]) / 0.5 * (1 - 1e-9)   # rho tau = weight of rank k: the k heaviest tokens
             res = run_nm(policies.make("R-LRU-H", rho=0.5, tau=min(tau, 1.0), W=4), tr, k, record=True)
-            tail = res.per_step[FIG13_N:] + tr.residual[FIG13_N:]
+            tail = res.per_step[FIG13_TOKENS:] + tr.residual[FIG13_TOKENS:]
             pts.append({"s": s, "k": k, "regret_per_step": float(tail.mean()),
                         "label": "measured R-LRU-H (unstored tail counted lost)"})
     return {"points": pts}

@@ -2,10 +2,8 @@
 
 - ``SinkPinned`` holds tokens ``0..n-1`` outside an importance rule: the engine's contract checks accept it, the
   sinks are never dropped, and with ``n = 0`` it is the plain rule exactly.
-- Measured: pinning takes slots from the rule's budget; where the unpinned rule never drops a sink it cannot help,
-  so the pinned regret is then at least the unpinned one... up to the rule's own reaction to a smaller budget,
-  which the claim reports.  Checked here: H2O with 4 pinned sinks on the committed real traces (layers 9-29, where
-  the unpinned H2O keeps the sinks) has higher regret than plain H2O.
+- Measured: pinning takes slots from the rule's budget.  On two committed real traces (k = 32), H2O and
+  DecayedACC with 4 pinned sinks have higher NM regret than without (the claim reports all traces and n = 1, 4).
 - ``proportional_budgets`` splits memory exactly; a heavy-set-sized split of the same total memory lowers the
   exact optimum's total regret on a broad/sharp mixed workload.
 """
@@ -29,15 +27,15 @@ def test_pinned_sinks_are_never_dropped_and_zero_sinks_is_the_plain_rule():
                                                                                   "nm").cost
 
 
-def test_pinning_cannot_help_where_no_sink_is_dropped_real_traces():
-    traces = {n: t for n, t in sink_traces(200, seeds=0, real=-1).items() if not n.startswith("real L00")}
-    table = sinks_pinning_table(traces, 32, n_sinks=(4,), rules=("H2O",))
-    plain = {r.workload: r for r in table.rows if r.policy == "H2O"}
-    pinned = {r.workload: r for r in table.rows if r.policy == "H2O+sinks"}
-    untouched = [w for w, r in plain.items() if r.params["unpinned_sink_drops"] == 0]
-    assert untouched, "every trace had a sink dropped: nothing to check"
-    for w in untouched:
-        assert pinned[w].alg_cost >= plain[w].alg_cost - 1e-9, (w, pinned[w].alg_cost, plain[w].alg_cost)
+def test_pinning_raises_regret_of_h2o_and_decayed_acc_on_real_traces():
+    """The measured fact the sinks-pinning verdict rests on: two committed real traces (layers 0 and 19), k = 32,
+    4 pinned sinks."""
+    traces = sink_traces(200, seeds=0, real=2)
+    table = sinks_pinning_table(traces, 32, n_sinks=(4,), rules=("H2O", "DecayedACC"))
+    rows = {(r.policy, r.workload): r for r in table.rows}
+    for w in traces:
+        for rule in ("H2O", "DecayedACC"):
+            assert rows[(f"{rule}+sinks", w)].alg_cost > rows[(rule, w)].alg_cost, (rule, w)
 
 
 @given(sizes=st.lists(st.integers(0, 60), min_size=1, max_size=8), extra=st.integers(0, 40))

@@ -5,8 +5,9 @@ fixed fault cost and credits rise only on requests (the defaults: weight = fault
 * hypothesis: weighted, multi-request paging traces with one cost per item, every h <= k, against ``rm_opt``;
 * hypothesis: RM traces built from attention (``rm_requests_from_attention``) with their rows observed, arrivals
   charged their recompute weight;
-* the two readings that break it: free arrivals (SPEC's RM: OPT = 0 < GD-A on decoy-and-sleeper) and the
-  paper's literal "refresh when attended" (``rm_attention_refresh=True``: T faults against Belady's 3);
+* the readings that break it: free arrivals (SPEC's RM: OPT = 0 < GD-A on decoy-and-sleeper), the paper's
+  literal "refresh when attended" (``rm_attention_refresh=True``: T faults against Belady's 3), and fault costs
+  that change between an item's requests (an 11-request trace, k = h = 2: GD-A 40, OPT 4);
 * gda-trace: on decoy-and-sleeper GD-A keeps the sleeper only in RM with one sleeper pair; in NM it drops it;
 * gda-cost: heap pops per eviction do not grow with k; at most one O(1) rent update per eviction.
 """
@@ -20,11 +21,11 @@ from adversary import decoy_and_sleeper
 from adversary.strategies import paging_traces, sparse_attention_traces
 from kvcore.engine import run_nm, run_rm
 from kvcore.formulas import landlord_bound
-from kvcore.optima import rm_opt
+from kvcore.optima import brute_rm, rm_opt
 from kvcore.traces import PagingTrace
 from theorems.conftest import explain
-from theorems.results_attention import (charged_arrivals, gda_cost_table, gda_trace_table, thm3_attention_table,
-                                        thm3_counterexamples)
+from theorems.results_attention import (VARYING_COST_ITEMS, VARYING_COSTS, charged_arrivals, gda_cost_table,
+                                        gda_trace_table, thm3_attention_table, thm3_counterexamples)
 from theorems.verify import ratio, within
 
 
@@ -64,11 +65,22 @@ def test_bound_on_seeded_attention_traces():
 
 
 def test_free_arrivals_and_literal_refresh_break_the_literal_statement():
-    free, charged, literal = thm3_counterexamples().rows
+    free, charged, literal, _ = thm3_counterexamples().rows
     assert free.opt_cost == 0.0 and free.alg_cost > 0          # ratio infinite: no k bounds it
     assert charged.holds and charged.opt_cost > 0              # the same requests with arrivals charged
     assert literal.alg_cost == 40 and literal.opt_cost == 3   # every request faults vs Belady's 3 (k = h = 2)
     assert literal.params["default_gda_cost"] <= 2 * literal.opt_cost
+
+
+def test_costs_changing_between_requests_break_the_bound():
+    *_, varying = thm3_counterexamples().rows
+    trace = PagingTrace(np.asarray(VARYING_COST_ITEMS), np.asarray(VARYING_COSTS),
+                        np.arange(len(VARYING_COST_ITEMS) + 1))
+    assert brute_rm(trace, 2).cost == varying.opt_cost == 4.0
+    assert varying.alg_cost == 40.0 > landlord_bound(2, 2) * varying.opt_cost
+    # the same requests with each item's cost fixed at its first request: back within the bound
+    fixed = fixed_item_costs(trace)
+    assert within(ratio(run_rm(policies.make("GD-A"), fixed, 2).cost, rm_opt(fixed, 2).cost), 2.0)
 
 
 def test_gda_trace_on_decoy_and_sleeper():

@@ -38,7 +38,7 @@ def future_mass_heuristic(trace: AttentionTrace, capacity: int, record: bool = F
     """Regret of keeping, at every step, the ``capacity`` candidates with the most future mass (module docstring)."""
     h = check_capacity(capacity)
     T = trace.T
-    future = np.bincount(trace.indices, weights=trace.weights, minlength=T)
+    future = np.bincount(trace.indices, weights=trace.weights, minlength=T).astype(np.float64)  # float if empty
     resident = np.zeros(T, dtype=bool)
     heap: list[tuple[float, int]] = []
     count = 0

@@ -19,6 +19,12 @@ Backends
     ``"networkx"``  :func:`networkx.network_simplex`.  Combinatorial: exact in exact arithmetic; with float costs its
                     pivots compare sums of costs, so it can only err on ties closer than float rounding (about
                     ``1e-16 * T * max cost``).  ``gap_bound`` is reported as 0.
+
+Choice by measurement (2-core machine shared with other jobs; CPU seconds): HiGHS is the default.  networkx's
+pure-Python simplex is already past 60 s on an RM trace of 10^4 steps, where HiGHS needs about 0.5 s; HiGHS solves NM
+with T = 20,000, 32 entries per row, h = 1,024 (1.3 M arcs) in about 100 s and RM with T = 10^5 in tens of seconds.
+A dedicated successive-shortest-path solver needs ``h`` shortest-path computations (one per slot), each ``O(m log n)``;
+with scipy's compiled Dijkstra that is slower than HiGHS at these sizes, so none is included.
 """
 
 from __future__ import annotations

@@ -55,7 +55,8 @@ def nm_opt(trace: AttentionTrace, capacity: int, solver: str = "highs", record: 
     into_tail = np.where(first, tok, np.concatenate([[0], node[:-1]]))
     line = np.arange(T, dtype=np.int64)
     supply = np.zeros(T + 1 + nnz, dtype=np.int64)
-    supply[0], supply[T] = h, -h
+    supply[0] += h  # a T = 0 trace has one node, where the two cancel
+    supply[T] -= h
     net = FlowNetwork(
         n_nodes=T + 1 + nnz,
         tail=np.concatenate([line, into_tail, node]),

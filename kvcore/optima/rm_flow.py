@@ -75,7 +75,8 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = "highs", record: boo
     g_tail, g_head, g_req = gap_start[~adjacent], gap_end[~adjacent], later[~adjacent]
     line = np.arange(T, dtype=np.int64)
     supply = np.zeros(T + 1, dtype=np.int64)
-    supply[0], supply[T] = h, -h
+    supply[0] += h  # a T = 0 trace has one node, where the two cancel
+    supply[T] -= h
     net = FlowNetwork(
         n_nodes=T + 1,
         tail=np.concatenate([line, g_tail]),
