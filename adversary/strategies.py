@@ -60,6 +60,25 @@ def repeated_motif_traces(n_items: int, max_motifs: int = 4, max_motif_len: int 
                                        "hypothesis motif trace"))
 
 
+def fixed_item_costs(trace: PagingTrace) -> PagingTrace:
+    """The same requests with every item's fault cost fixed to the cost of its first request.
+
+    Weighted caching in Young's sense (Landlord, Greedy-Dual, Balance) gives each *item* one cost; with a cost drawn
+    per request the ``k/(k-h+1)`` bound is false (an 11-request counterexample is in theorems/test_thm3_gda.py).
+    """
+    first: dict[int, float] = {}
+    for i, c in zip(trace.items.tolist(), trace.costs.tolist()):
+        first.setdefault(i, c)
+    return PagingTrace(trace.items, np.array([first[i] for i in trace.items.tolist()]), trace.offsets, trace.source)
+
+
+def item_cost_paging_traces(*, max_items: int = 6, min_steps: int = 1, max_steps: int = 30,
+                            max_per_step: int = 1) -> st.SearchStrategy[PagingTrace]:
+    """Weighted paging traces in which each item has one fault cost (:func:`fixed_item_costs`)."""
+    return paging_traces(max_items=max_items, min_steps=min_steps, max_steps=max_steps, max_per_step=max_per_step,
+                         weighted=True).map(fixed_item_costs)
+
+
 # -- attention ---------------------------------------------------------------------------------------------------------
 # A row is drawn as a *spec* independent of its step, then realized at step t (tokens above t, or below a shift's
 # lower bound, are left out).  Traces are lists of specs, so shrinking can delete whole rows and shorten traces.

@@ -281,13 +281,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("figure", help="build one figure")
     f.add_argument("id", help="figure id (see 'list')")
-    f.add_argument("--out", default=None, help="directory for the image files (default figures/)")
+    f.add_argument("--out", default=argparse.SUPPRESS, help="directory for the image files (default figures/)")
     _add_profile(f)
     f.set_defaults(func=cmd_figure)
 
     c = sub.add_parser("claim", help="check one claim and print its details")
     c.add_argument("id", help="claim id (see 'list')")
-    c.add_argument("--out", default=None, help="directory for counterexample files")
+    c.add_argument("--out", default=argparse.SUPPRESS, help="directory for counterexample files")
     c.add_argument("--json", action="store_true", help="print the claim's JSON record")
     _add_profile(c)
     c.set_defaults(func=cmd_claim)

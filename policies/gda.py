@@ -36,7 +36,8 @@ class GDA(Policy):
     * weights: ``"auto"`` (default) is ``"cost"`` in RM and ``"unit"`` in NM; ``"unit"`` ``w = 1``; ``"cost"`` the
       fault cost the engine reports with the admission or hit (RM:
       the request's cost -- Theorem 3's weighted setting; NM arrivals cost 0, so this rule is RM-only);
-      ``"position"`` ``w_i = 1 + i / T_hint`` (SPEC section 2's recompute weight, item ids as positions);
+      ``"position"`` ``w_i = 1 + (i + 1) / T_hint`` (SPEC section 2's recompute weight,
+      :func:`kvcore.traces.recompute_weights`, item ids as 0-based positions);
       ``"zero"`` ``w = 0`` (credits are always 0 and only the tie-break decides);
     * pinned: items with id ``< min(n_pinned, k)`` get infinite credit (attention sinks).  They are evicted only
       when nothing else is evictable (smallest tie key first), and never advance the rent.
@@ -90,7 +91,7 @@ class GDA(Policy):
             raise ParameterError(f"policy GD-A: tiebreak = {self.tiebreak!r} must be one of {TIEBREAKS}")
         check_count(self.name, "T_hint", self.T_hint)
         if self.weight == "position" and self.T_hint < 1:
-            raise ParameterError("policy GD-A: weight = 'position' needs T_hint >= 1 (w_i = 1 + i / T_hint)")
+            raise ParameterError("policy GD-A: weight = 'position' needs T_hint >= 1 (w_i = 1 + (i + 1) / T_hint)")
         check_number(self.name, "threshold", self.threshold, allow_inf=True)
         check_gamma(self.name, self.gamma)
         check_count(self.name, "n_pinned", self.n_pinned)
@@ -117,7 +118,7 @@ class GDA(Policy):
         if rule == "cost":
             return float(cost)
         if rule == "position":
-            return 1.0 + item / self.T_hint
+            return 1.0 + (item + 1) / self.T_hint
         return 0.0
 
     @property

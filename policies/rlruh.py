@@ -27,8 +27,10 @@ class RLRUH(Policy):
     were resident, and it is never evicted, so it never exceeds ``k``; the arriving token is never in it (it has no
     row yet), so there is always a victim outside it.  When the observed union fills all ``k`` slots, the arriving
     token is the victim: no new token enters until a union member goes ``W`` rows without a heavy weight.  A token
-    that becomes heavy for the first time after it was dropped is exactly the case Theorem 4's budget and
-    persistence assumptions exclude; the regret it causes is outside the bound.
+    dropped while light that turns heavy later is lost for good (no refetch).  The paper's persistence and budget
+    assumptions do NOT exclude this (a 6-row counterexample is in ``theorems/test_thm4_persistence.py``); Theorem 4
+    holds under the chain premise stated there (every heavy entry is reached by an unbroken chain of warm steps from
+    the token's arrival, with gaps of at most ``W``).
 
     Model: NM.  Cost: ``O(nnz log k)`` per step (a recency heap over non-union tokens, an ordered map of union
     members by last heavy row, oldest first, so expiry pops from the front), ``O(log k)`` per eviction.  Checked against hand-worked NM traces and, on traces

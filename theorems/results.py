@@ -92,8 +92,10 @@ def eq8_table(ks=(2, 3, 4), T: int = 300, seeds: int = 3, names=UPPER_BOUND_POLI
             n = 2 * k
             zipf = rng.zipf(1.3, size=T) % n
             unit = {"uniform": PagingTrace.unit(rng.integers(0, n, size=T)), "zipf": PagingTrace.unit(zipf)}
-            weighted = PagingTrace(unit["uniform"].items, rng.integers(1, 10, size=T).astype(float),
-                                   unit["uniform"].offsets, "weighted uniform")
+            # one fault cost per item (Young's weighted caching; per-request costs void the bound)
+            item_cost = rng.integers(1, 10, size=n).astype(float)
+            weighted = PagingTrace(unit["uniform"].items, item_cost[unit["uniform"].items], unit["uniform"].offsets,
+                                   "weighted uniform")
             for h in range(1, k + 1):
                 for wname, tr in unit.items():
                     opt = belady(tr, h).cost

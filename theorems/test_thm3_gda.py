@@ -18,7 +18,7 @@ from hypothesis import given, strategies as st
 
 import policies
 from adversary import decoy_and_sleeper
-from adversary.strategies import paging_traces, sparse_attention_traces
+from adversary.strategies import fixed_item_costs, item_cost_paging_traces, sparse_attention_traces
 from kvcore.engine import run_nm, run_rm
 from kvcore.formulas import landlord_bound
 from kvcore.optima import brute_rm, rm_opt
@@ -29,18 +29,9 @@ from theorems.results_attention import (VARYING_COST_ITEMS, VARYING_COSTS, charg
 from theorems.verify import ratio, within
 
 
-def fixed_item_costs(trace: PagingTrace) -> PagingTrace:
-    """The same requests with each item's cost fixed to the cost drawn at its first request."""
-    first = {}
-    for i, c in zip(trace.items.tolist(), trace.costs.tolist()):
-        first.setdefault(i, c)
-    return PagingTrace(trace.items, np.array([first[i] for i in trace.items.tolist()]), trace.offsets, trace.source)
-
-
-@given(trace=paging_traces(max_items=6, max_steps=30, max_per_step=2, weighted=True), k=st.integers(2, 4),
+@given(trace=item_cost_paging_traces(max_items=6, max_steps=30, max_per_step=2), k=st.integers(2, 4),
        data=st.data())
 def test_bound_on_weighted_multi_request_traces(trace, k, data):
-    trace = fixed_item_costs(trace)
     h = data.draw(st.integers(2, k), label="h")
     cost = run_rm(policies.make("GD-A"), trace, k).cost
     opt = rm_opt(trace, h).cost

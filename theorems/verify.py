@@ -52,6 +52,31 @@ def within(value: float, bound: float) -> bool:
     return value <= bound + REL_TOL * max(1.0, abs(bound))
 
 
+def to_jsonable(x: Any) -> Any:
+    """Numbers, strings, lists and dicts as JSON: floats rounded to 10 significant digits (stable reports), infinities
+    and NaN as strings (JSON has neither), numpy scalars and arrays as Python values, paths as strings."""
+    if isinstance(x, dict):
+        return {str(k): to_jsonable(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [to_jsonable(v) for v in x]
+    if isinstance(x, np.ndarray):
+        return to_jsonable(x.tolist())
+    if isinstance(x, (bool, np.bool_)):
+        return bool(x)
+    if isinstance(x, np.integer):
+        return int(x)
+    if isinstance(x, (float, np.floating)):
+        x = float(x)
+        if math.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        if math.isnan(x):
+            return "nan"
+        return float(f"{x:.10g}")
+    if isinstance(x, Path):
+        return str(x)
+    return x
+
+
 @dataclass
 class Row:
     """One policy on one workload."""
@@ -74,11 +99,7 @@ class Row:
     params: dict[str, Any] = field(default_factory=dict)
 
     def as_dict(self) -> dict:
-        d = asdict(self)
-        for key in ("ratio", "bound", "ci_low", "ci_high"):
-            if isinstance(d[key], float) and math.isinf(d[key]):
-                d[key] = "inf"
-        return d
+        return to_jsonable(asdict(self))
 
 
 @dataclass

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..profile import Profile
+from ..verify import to_jsonable
 
 VERDICTS = ("holds", "holds-with-correction", "refuted", "not-checkable")
 
@@ -75,32 +76,6 @@ def claim(claim_id: str, source: str, text: str):
         return fn
 
     return deco
-
-
-def to_jsonable(x: Any) -> Any:
-    """Numbers, strings, lists and dicts as JSON; floats rounded to 10 significant digits so reports are stable."""
-    import math
-
-    import numpy as np
-
-    if isinstance(x, dict):
-        return {str(k): to_jsonable(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [to_jsonable(v) for v in x]
-    if isinstance(x, (np.integer,)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        x = float(x)
-        if math.isinf(x):
-            return "inf" if x > 0 else "-inf"
-        if math.isnan(x):
-            return "nan"
-        return float(f"{x:.10g}")
-    if isinstance(x, np.ndarray):
-        return to_jsonable(x.tolist())
-    if isinstance(x, Path):
-        return str(x)
-    return x
 
 
 def dumps(x: Any) -> str:
