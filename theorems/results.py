@@ -266,7 +266,26 @@ def _fig8_data(profile) -> dict:
     return {"points": pts}
 
 
-FIGURE_DATA = {"7": _fig7_data, "8": _fig8_data}
+@functools.lru_cache(maxsize=None)
+def block_study(profile_name: str) -> dict:
+    """The figure page's block study (:mod:`theorems.block_study`), once per run: quick unless the profile is full."""
+    from .block_study import run_block_study
+
+    return run_block_study("full" if profile_name == "full" else "quick")
+
+
+def _seed002_data(profile) -> dict:
+    """The alpha sweep and persistence ablation measured on the toolkit's block workload (LRFU reading)."""
+    s = block_study(profile.name)
+    sweep = s["alpha_sweep"]["decay"]["rows"]
+    pers = s["persistence"]["decay"]["rows"]
+    return {"alpha_sweep": {str(r["params"]["alpha"]): 100 * r["hit_rate"] for r in sweep if "alpha" in r["params"]},
+            "persistence": {r["policy"]: {"reset": 100 * r["plain_hit_rate"],
+                                          "persistent": 100 * r["persistent_hit_rate"]} for r in pers},
+            "label": f"toolkit block workload, {s['capacity_blocks']} blocks (32 GiB), {s['profile']['name']}"}
+
+
+FIGURE_DATA = {"7": _fig7_data, "8": _fig8_data, "seed002": _seed002_data}
 
 from .results_attention import FIGURE_DATA as _ATTENTION_FIGURE_DATA  # noqa: E402  (figures 9, 11, 13)
 
