@@ -76,7 +76,7 @@ def seed002(data: dict | None = None):
                                                         nonneg=True) for k in ("reset", "persistent"))
     study = load_published()["seed002_block_study"]
 
-    fig = new_figure(12.5, 9.5, top=0.91, bottom=0.07, left=0.07, right=0.98)
+    fig = new_figure(12.5, 9.5, top=0.91, bottom=0.09, left=0.07, right=0.98)
     gs = fig.add_gridspec(2, 2, hspace=0.42, wspace=0.25)
     ax_ema, ax_mat = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1])
     ax_sweep, ax_pers = fig.add_subplot(gs[1, 0]), fig.add_subplot(gs[1, 1])
@@ -141,7 +141,7 @@ def _sweep_panel(ax, study: dict, measured: dict[float, float], measured_label: 
     ax.set_xticks(x, [f"{a:g}" for a in alphas])
     ax.set_xlabel("EMA weight alpha")
     ax.set_ylabel("hit rate (% of block accesses)")
-    ax.set_ylim(0, 70)
+    ax.set_ylim(0, 100)
     ax.set_title("(c) hit rate vs alpha", fontsize=9)
     ax.legend(loc="upper left", fontsize=8)
 
@@ -160,6 +160,7 @@ def _persistence_panel(ax, study: dict, measured: dict[str, tuple[float, float]]
             groups.append((f"{policy}\n(reported)", base, base + rec["delta_points"], "derived"))
     for policy, (reset, persistent) in measured.items():
         groups.append((f"{policy}\n(measured)", reset, persistent, ""))
+    groups = [(name.replace(" alpha=", "\nalpha="), *rest) for name, *rest in groups]  # tick labels must not collide
     x = np.arange(len(groups))
     ax.bar(x - 0.2, [g[1] for g in groups], 0.4, color="#bdbdbd", label="state reset on eviction")
     ax.bar(x + 0.2, [g[2] for g in groups], 0.4, color="C2", label="identity-keyed state persists")
@@ -169,6 +170,6 @@ def _persistence_panel(ax, study: dict, measured: dict[str, tuple[float, float]]
     ax.set_xticks(x, [g[0] for g in groups], fontsize=8)
     ax.set_xlabel("policy (source of the numbers)")
     ax.set_ylabel("hit rate (% of block accesses)")
-    ax.set_ylim(0, 70)
+    ax.set_ylim(0, 100)
     ax.set_title(f"(d) persistent policy state ablation ({study['budget']})", fontsize=9)
     ax.legend(loc="upper left", fontsize=8)

@@ -279,9 +279,12 @@ def _seed002_data(profile) -> dict:
     s = block_study(profile.name)
     sweep = s["alpha_sweep"]["decay"]["rows"]
     pers = s["persistence"]["decay"]["rows"]
+    def short(label: str) -> str:  # "EMA-Block(alpha=0.01, beta=0.001, ...)" -> "EMA alpha=0.01"
+        return label if "alpha=" not in label else "EMA alpha=" + label.split("alpha=")[1].split(",")[0].rstrip(")")
+
     return {"alpha_sweep": {str(r["params"]["alpha"]): 100 * r["hit_rate"] for r in sweep if "alpha" in r["params"]},
-            "persistence": {r["policy"]: {"reset": 100 * r["plain_hit_rate"],
-                                          "persistent": 100 * r["persistent_hit_rate"]} for r in pers},
+            "persistence": {short(r["policy"]): {"reset": 100 * r["plain_hit_rate"],
+                                                 "persistent": 100 * r["persistent_hit_rate"]} for r in pers},
             "label": f"toolkit block workload, {s['capacity_blocks']} blocks (32 GiB), {s['profile']['name']}"}
 
 

@@ -69,13 +69,13 @@ def eq3(ctx: Context) -> ClaimResult:
 
 @claim("blk-bytes", "seed 002", "A block of 16 tokens is 5.00 MiB.")
 def blk_bytes(ctx: Context) -> ClaimResult:
-    from adversary.block_workload import BLOCK_MODEL, block_capacity
+    from adversary.block_workload import BLOCK_MODEL, block_bytes, block_capacity
 
-    b = BLOCK_MODEL.block_bytes()
+    b = block_bytes()
     return ClaimResult(
         "holds" if b == 5 * F.MiB else "refuted",
         f"16 tokens x 2 x {BLOCK_MODEL.layers} layers x {BLOCK_MODEL.kv_heads} KV heads x {BLOCK_MODEL.head_dim} x "
-        f"{BLOCK_MODEL.bytes_per_elem} B = {b / F.MiB:.2f} MiB for {BLOCK_MODEL.name} (the page names no model; this "
+        f"{BLOCK_MODEL.bytes_per_elem:g} B = {b / F.MiB:.2f} MiB for {BLOCK_MODEL.name} (the page names no model; this "
         f"is the standard shape that gives exactly 5 MiB); 32 GiB holds {block_capacity(32)} blocks.",
         {"block_bytes": b, "block_MiB": b / F.MiB, "model": BLOCK_MODEL.name, "blocks_in_32_GiB": block_capacity(32)},
         {"block_MiB": 5.00}, {"test": "tests/test_figure_page_numbers.py"})
