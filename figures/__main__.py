@@ -1,4 +1,8 @@
-"""``python -m figures [OUT_DIR]``: build every figure, formula-only, into OUT_DIR (default: this package's folder)."""
+"""``python -m figures OUT_DIR``: build every figure, formula-only, into OUT_DIR.
+
+The package folder ``figures/`` holds the figures ``python -m paper_check`` builds *with* their measured overlays, so
+this formula-only build needs a directory of its own.
+"""
 
 import sys
 from pathlib import Path
@@ -9,10 +13,15 @@ from . import FIGURES, build_all
 
 
 def main(argv: list[str]) -> int:
-    if len(argv) > 1 or (argv and argv[0].startswith("-")):
-        print("usage: python -m figures [OUT_DIR]", file=sys.stderr)
+    if len(argv) != 1 or argv[0].startswith("-"):
+        print("usage: python -m figures OUT_DIR  (figures/ itself is written by python -m paper_check)",
+              file=sys.stderr)
         return 2
-    out = Path(argv[0]) if argv else Path(__file__).parent
+    out = Path(argv[0])
+    if out.resolve() == Path(__file__).resolve().parent:
+        print("figures: OUT_DIR must not be figures/ itself: python -m paper_check writes the figures there with "
+              "their measured overlays", file=sys.stderr)
+        return 2
     try:
         written = build_all(out)
     except (KVToolkitError, OSError) as exc:

@@ -111,3 +111,38 @@ def lfu(ctx: Context) -> ClaimResult:
         {"rows": [(r.k, r.params["m"], r.alg_cost, r.opt_cost, r.ratio) for r in table.rows]},
         {"ratio": "unbounded"},
         {"test": "theorems/test_lfu_unbounded.py"})
+
+
+@claim("balance-uniform-lru", "§4", "Balance and Landlord both reduce to LRU when all weights are equal.")
+def balance_uniform(ctx: Context) -> ClaimResult:
+    import numpy as np
+
+    import policies
+    from kvcore.engine import run
+    from kvcore.traces import PagingTrace
+
+    same: dict[str, dict[str, int]] = {"Balance": {"LRU": 0, "FIFO": 0}, "Landlord": {"LRU": 0, "FIFO": 0}}
+    n = _sizes(ctx, 40, 200)
+    first_diff = None
+    for s in range(n):
+        rng = np.random.default_rng(s)
+        k = int(rng.integers(2, 6))
+        trace = PagingTrace.unit(rng.integers(0, k + 3, size=60))
+        ev = {name: run(policies.make(name), trace, k, "rm", record=True).evictions
+              for name in ("LRU", "FIFO", "Balance", "Landlord")}
+        for pol in same:
+            for ref in ("LRU", "FIFO"):
+                same[pol][ref] += ev[pol] == ev[ref]
+        if first_diff is None and ev["Balance"] != ev["LRU"]:
+            first_diff = ctx.save_counterexample("balance_vs_lru_unit_cost", trace)
+    balance_is_lru = same["Balance"]["LRU"] == n
+    landlord_is_lru = same["Landlord"]["LRU"] == n
+    return ClaimResult(
+        "holds" if balance_is_lru and landlord_is_lru else "refuted",
+        f"On {n} seeded unit-cost sequences Landlord (full reset) made LRU's evictions in {same['Landlord']['LRU']} "
+        f"and Balance in {same['Balance']['LRU']}; Balance made FIFO's in {same['Balance']['FIFO']}: with equal "
+        "weights Balance ignores hits and is FIFO, not LRU.",
+        {"sequences": n, "identical_evictions": same},
+        {"Balance_uniform_weights": "LRU", "Landlord_uniform_weights": "LRU"},
+        {"test": "tests/test_classic_policies.py::test_unit_cost_balance_is_fifo",
+         **({"counterexample": first_diff} if first_diff else {})})
