@@ -107,6 +107,25 @@ def zipf_weights(n: int, s: float) -> np.ndarray:
     return w / w.sum()
 
 
+def sinks_self_zipf_row(t: int, ranked: list[int], sinks: int, sink_mass: float, self_mass: float,
+                        zipf_s: float) -> dict[int, float]:
+    """Row ``t``: ``sink_mass`` spread evenly over the first ``min(sinks, t+1)`` tokens, ``self_mass`` on the arriving
+    token, and the rest over ``ranked`` (tokens ``<= t``) by Zipf(``zipf_s``) in rank order (on ``t`` if none)."""
+    row: dict[int, float] = {}
+    present_sinks = min(sinks, t + 1)
+    sink_share = sink_mass if present_sinks else 0.0
+    for j in range(present_sinks):
+        row[j] = row.get(j, 0.0) + sink_share / present_sinks
+    rest = 1.0 - sink_share - self_mass
+    row[t] = row.get(t, 0.0) + self_mass
+    if ranked:
+        for i, x in zip(ranked, zipf_weights(len(ranked), zipf_s) * rest):
+            row[i] = row.get(i, 0.0) + float(x)
+    else:
+        row[t] += rest
+    return row
+
+
 def zipf_focus_attention(T: int, *, focus: int = 8, zipf_s: float = 1.1, sinks: int = 1, sink_mass: float = 0.2,
                          self_mass: float = 0.1, churn: float = 0.2, revisit: float = 0.0,
                          seed: int | np.random.Generator | None = 0) -> AttentionTrace:
@@ -143,19 +162,7 @@ def zipf_focus_attention(T: int, *, focus: int = 8, zipf_s: float = 1.1, sinks: 
                 entrant = int(rng.choice(idle)) if idle.size else t
             ranked.insert(int(rng.integers(0, len(ranked) + 1)), entrant)
             del ranked[focus:]
-        row: dict[int, float] = {}
-        present_sinks = min(sinks, t + 1)
-        sink_share = sink_mass if present_sinks else 0.0
-        for j in range(present_sinks):
-            row[j] = row.get(j, 0.0) + sink_share / present_sinks
-        rest = 1.0 - sink_share - self_mass
-        row[t] = row.get(t, 0.0) + self_mass
-        if ranked:
-            for i, x in zip(ranked, zipf_weights(len(ranked), zipf_s) * rest):
-                row[i] = row.get(i, 0.0) + float(x)
-        else:
-            row[t] += rest
-        rows.append(row)
+        rows.append(sinks_self_zipf_row(t, ranked, sinks, sink_mass, self_mass, zipf_s))
     return attention_from_rows(rows, f"zipf_focus_attention(T={T}, focus={focus}, s={zipf_s:g}, sinks={sinks})")
 
 

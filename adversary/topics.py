@@ -12,7 +12,7 @@ from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
 from ._build import attention_from_rows, check_int, check_unit_interval
-from .persistence import zipf_weights
+from .persistence import sinks_self_zipf_row
 
 
 class TopicShiftTrace(NamedTuple):
@@ -61,19 +61,6 @@ def topic_shift(T: int, topic_length: int, heavy_size: int, *, zipf_s: float = 1
         ranked = [heavy[i] for i in rng.permutation(heavy_size)]
         heavy_sets.append(tuple(i for i in heavy if i < T))
         for t in range(start, min(start + L, T)):
-            row: dict[int, float] = {}
-            present_sinks = min(sinks, t + 1)
-            sink_share = sink_mass if present_sinks else 0.0
-            for j in range(present_sinks):
-                row[j] = row.get(j, 0.0) + sink_share / present_sinks
-            rest = 1.0 - sink_share - self_mass
-            row[t] = row.get(t, 0.0) + self_mass
-            arrived = [i for i in ranked if i <= t]
-            if arrived:
-                for i, x in zip(arrived, zipf_weights(len(arrived), zipf_s) * rest):
-                    row[i] = row.get(i, 0.0) + float(x)
-            else:
-                row[t] += rest
-            rows.append(row)
+            rows.append(sinks_self_zipf_row(t, [i for i in ranked if i <= t], sinks, sink_mass, self_mass, zipf_s))
     trace = attention_from_rows(rows, f"topic_shift(T={T}, L={L}, heavy={heavy_size}, s={zipf_s:g}, sinks={sinks})")
     return TopicShiftTrace(trace, tuple(range(L, T, L)), tuple(heavy_sets))

@@ -34,7 +34,7 @@ Step order (SPEC section 2)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Iterable, Protocol, Sequence, runtime_checkable
 
 import numpy as np

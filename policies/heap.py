@@ -45,14 +45,14 @@ class KeyedMinHeap:
         heap, keys = self._heap, self._key
         while heap:
             k, i = heap[0]
-            if keys.get(i, _MISSING) == k and i in keys:
+            if keys.get(i, _MISSING) == k:
                 return
             heapq.heappop(heap)
 
     def min(self, exclude: frozenset | set = frozenset()) -> int:
         """The item with the smallest key that is not in ``exclude`` (raises KeyError if none)."""
         self._clean_top()
-        heap, keys = self._heap, self._key
+        heap = self._heap
         if not exclude:
             if not heap:
                 raise KeyError("empty heap")

@@ -257,7 +257,7 @@ def format_report(rep: FuzzReport) -> str:
     lines = [f"target:        {rep.target} (model {rep.model}, capacity k = {rep.capacity})",
              f"bound checked: {rep.bound_name} = {rep.bound:.6g}"]
     if rep.contract_violation:
-        lines += [f"verdict:       contract violation", f"               {rep.contract_violation}"]
+        lines += ["verdict:       contract violation", f"               {rep.contract_violation}"]
         return "\n".join(lines)
     for name, v in rep.constructions.items():
         lines.append(f"construction:  {name}: {v:.6g}")

@@ -146,7 +146,7 @@ def marking_table(ks=(2, 3, 4, 8), phases: int = 60, seeds: int = 16) -> Table:
     with 1 and k new items per phase and on uniform k+1 sequences; mean over seeds with a 95% interval."""
     table = Table("eq9-marking", "E[Marking] <= (2H_k - 1) OPT (paper Eq. 9 states 2H_k)")
     for k in ks:
-        work = {f"phases new=1": marking_phases(k, phases, 1, seed=k, n_items=k + 1),
+        work = {"phases new=1": marking_phases(k, phases, 1, seed=k, n_items=k + 1),
                 f"phases new={k}": marking_phases(k, phases, k, seed=k),
                 "uniform k+1": uniform_k_plus_one(k, phases * k, seed=k)}
         for wname, tr in work.items():
