@@ -113,17 +113,18 @@ def test_scissorhands_hand():
 
 
 def test_gda_hand():
-    # k = 2, weight = position with T_hint = 4 (w_i = 1 + i/4), recency tie-break, threshold .01.
-    # t0: E0 = 1; row {0: 1} refreshes to max(1, L + 1) = 1.   t1: E1 = 1.25; row {0: .5, 1: .5}: no change.
-    # t2: E2 = 1.5; least level E0 = 1 -> rent L = 1, evict 0.  Credits now 1: .25, 2: .5.
-    #     row {1: .5, 2: .5}: E1 = max(1.25, 1 + 1.25) = 2.25, E2 = max(1.5, 1 + 1.5) = 2.5.
-    # t3: E3 = L + 1.75 = 2.75; least level E1 = 2.25 -> L = 2.25, evict 1.
-    #     row {2: .5, 3: .5}: E2 = max(2.5, 2.25 + 1.5) = 3.75, E3 = max(2.75, 2.25 + 1.75) = 4: credits 1.5, 1.75.
+    # k = 2, weight = position with T_hint = 4 (w_i = 1 + (i+1)/4: 1.25, 1.5, 1.75, 2), recency tie-break,
+    # threshold .01.  Levels E_i = L + c_i, rent L.
+    # t0: E0 = 1.25; row {0: 1} refreshes to max(1.25, L + 1.25) = 1.25.   t1: E1 = 1.5; row {0: .5, 1: .5}: no change.
+    # t2: E2 = 1.75; least level E0 = 1.25 -> rent L = 1.25, evict 0.
+    #     row {1: .5, 2: .5}: E1 = max(1.5, 1.25 + 1.5) = 2.75, E2 = max(1.75, 1.25 + 1.75) = 3.
+    # t3: E3 = L + 2 = 3.25; least level E1 = 2.75 -> L = 2.75, evict 1.
+    #     row {2: .5, 3: .5}: E2 = max(3, 2.75 + 1.75) = 4.5, E3 = max(3.25, 2.75 + 2) = 4.75: credits 1.75, 2.
     rows = [{0: 1.0}, {0: 0.5, 1: 0.5}, {1: 0.5, 2: 0.5}, {2: 0.5, 3: 0.5}]
     pol = make("GD-A", weight="position", T_hint=4, tiebreak="recency")
     res = run_nm(pol, AttentionTrace.from_rows(rows), 2, record=True)
     assert res.evictions == [(2, 0), (3, 1)]
-    assert pol.credit(2) == pytest.approx(1.5) and pol.credit(3) == pytest.approx(1.75)
+    assert pol.credit(2) == pytest.approx(1.75) and pol.credit(3) == pytest.approx(2.0)
 
 
 def test_gda_weighted_rm_hand():
