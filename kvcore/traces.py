@@ -170,6 +170,11 @@ class PagingTrace:
             a, b = off[t], off[t + 1]
             yield t, items[a:b], costs[a:b]
 
+    def prefix(self, T: int) -> "PagingTrace":
+        """The first ``T`` steps."""
+        end = self.offsets[T]
+        return PagingTrace(self.items[:end], self.costs[:end], self.offsets[: T + 1], self.source)
+
     def distinct_items(self) -> np.ndarray:
         return np.unique(self.items)
 

@@ -113,6 +113,32 @@ def assert_competitive(policy: Any, trace: PagingTrace | AttentionTrace, k: int,
     return m
 
 
+def assert_prefix_consistent(policy: Any, trace: PagingTrace | AttentionTrace, k: int, model: str = "rm",
+                             seed: int = 0, theta: float = 0.1, cuts: int = 4) -> None:
+    """Information rule: a decision at step ``t`` may depend only on steps ``<= t``.
+
+    The policy is run on ``trace`` and on prefixes of it (``cuts`` cut points); its evictions during each prefix must
+    be identical.  A policy that reads the future through any side channel (e.g. by walking up the call stack to the
+    engine's trace) decides differently once the future is cut off, and is reported as a
+    :class:`~kvcore.errors.ContractViolation` naming the first differing step and item.
+    """
+    from kvcore.errors import ContractViolation
+
+    make = policy_factory(policy)
+    full = run(make(), trace, k, model, seed=seed, theta=theta, record=True).evictions
+    T = trace.T
+    for cut in sorted({max(1, T * j // (cuts + 1)) for j in range(1, cuts + 1)}):
+        part = trace.prefix(cut)
+        got = run(make(), part, k, model, seed=seed, theta=theta, record=True).evictions
+        want = [e for e in full if e[0] < cut]
+        if got != want:
+            first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
+            step, item = (got + want)[first] if first < len(got) + len(want) else (cut, None)
+            name = getattr(make(), "name", type(make()).__name__)
+            raise ContractViolation(str(name), int(step), f"its decision depends on steps after {step} (the run "
+                                    f"cut at step {cut} evicts differently): the policy reads the future", item)
+
+
 def regret_growth(policy: Any, traces: list[AttentionTrace], k: int) -> list[float]:
     """NM regret of ``policy`` on each trace of a family that only lengthens the suffix (same prefix)."""
     make = policy_factory(policy)

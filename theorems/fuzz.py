@@ -35,7 +35,7 @@ from kvcore.formulas import harmonic, landlord_bound
 from kvcore.optima import optimum
 from kvcore.traces import AttentionTrace, PagingTrace, save_trace
 
-from .check import describe_trace
+from .check import assert_prefix_consistent, describe_trace
 from .verify import mean_ci, ratio, within
 
 
@@ -180,8 +180,14 @@ def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300
         for name, (value, trace) in _known_constructions(make, k, model, deterministic, seeds).items():
             rep.constructions[name] = value
             consider(value, trace, f"construction: {name}")
+            # the information rule: decisions may not depend on the future (checked by cutting the trace)
+            assert_prefix_consistent(make, trace, k, model)
     except ContractViolation as exc:
         rep.contract_violation = str(exc)
+        rep.seconds = time.monotonic() - t_start
+        return rep
+    except Exception as exc:  # a user's policy crashing is a finding about the policy, reported in one line
+        rep.contract_violation = f"the policy raised {type(exc).__name__}: {exc}"
         rep.seconds = time.monotonic() - t_start
         return rep
 
