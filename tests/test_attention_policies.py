@@ -3,15 +3,11 @@ rule, Theorem 4's bound for R-LRU-H, and the Section 10 default's random tie-bre
 
 Tokens are 0-based; a row ``{i: a}`` is ``a[t, i]``; ``(t, i)`` in an eviction list means token ``i`` was dropped at
 step ``t``.  Every expected eviction below is worked out by hand in the comment above it.
-
-Benchmark (not a test): ``python tests/test_attention_policies.py --bench`` prints steps/s per policy through the
-plain engine on a seeded NM trace of 20,000 steps, k = 1024, 32 nonzeros per row.
+Throughput of every NM policy (20,000 steps, k = 1024, 32 nonzeros per row) is measured by ``python -m bench``.
 """
 
 from __future__ import annotations
 
-import math
-import sys
 
 import numpy as np
 import pytest
@@ -454,42 +450,3 @@ def test_metadata(name):
 def test_bad_parameters_name_the_parameter(name, params, word):
     with pytest.raises(ParameterError, match=word):
         make(name, **params)
-
-
-# -- benchmark (run by hand) -------------------------------------------------------------------------------------------
-
-def bench_trace(T: int = 20000, nnz: int = 32, sinks: int = 4, zipf: float = 1.2, seed: int = 0) -> AttentionTrace:
-    """Seeded NM trace: each row puts mass on the first ``sinks`` tokens and on recent tokens at Zipf-distributed
-    offsets (``nnz`` distinct tokens per row, weights uniform in [0.05, 1.05) then normalized)."""
-    rng = np.random.default_rng(seed)
-    indptr, idx, w = [0], [], []
-    for t in range(T):
-        m = min(nnz, t + 1)
-        cand = set(range(min(sinks, t + 1)))
-        while len(cand) < m:
-            off = int(rng.zipf(zipf)) - 1
-            if off <= t:
-                cand.add(t - off)
-        x = rng.random(m) + 0.05
-        idx.append(np.array(sorted(cand)))
-        w.append(x / x.sum())
-        indptr.append(indptr[-1] + m)
-    return AttentionTrace(np.array(indptr), np.concatenate(idx), np.concatenate(w))
-
-
-def _bench(names, k: int = 1024, repeats: int = 3) -> None:
-    import time
-
-    trace = bench_trace()
-    for name in names:
-        best = math.inf
-        for _ in range(repeats):
-            pol = make(name)
-            t0 = time.process_time()  # CPU time: the machine is shared, wall time would count other jobs
-            res = run_nm(pol, trace, k)
-            best = min(best, time.process_time() - t0)
-        print(f"{name:14s} {trace.T / best:10.0f} steps/s (CPU time, best of {repeats})   regret {res.cost:10.2f}")
-
-
-if __name__ == "__main__" and "--bench" in sys.argv:
-    _bench([a for a in sys.argv[1:] if a != "--bench"] or ["FIFO", "LRU", *MINE])
