@@ -23,11 +23,14 @@ Backends
                     cosmetic: on float costs such as ``uniform(1, 2)`` networkx's simplex was seen not to terminate
                     (an RM trace of 300 steps ran for over 60 s; the same trace with integer costs takes 0.1 s).
 
-Choice by measurement (2-core machine shared with other jobs; CPU seconds): HiGHS is the default.  networkx's
-pure-Python simplex is already past 60 s on an RM trace of 10^4 steps, where HiGHS needs about 0.5 s; HiGHS solves NM
-with T = 20,000, 32 entries per row, h = 1,024 (1.3 M arcs) in about 100 s and RM with T = 10^5 in tens of seconds.
-A dedicated successive-shortest-path solver needs ``h`` shortest-path computations (one per slot), each ``O(m log n)``;
-with scipy's compiled Dijkstra that is slower than HiGHS at these sizes, so none is included.
+Choice by measurement (2-core machine shared with other jobs; CPU seconds, traces described in the optima report):
+HiGHS is the default.  RM, T = 10^4, h = 100: HiGHS 0.65 s wall, networkx 11 s CPU.  RM, T = 10^5 (Zipf(1) over 10^4
+items, per-request costs): HiGHS 12 s (h = 1,000) and 33 s (h = 100); networkx did not finish in 600 s.  NM with 32
+entries per row: T = 1,000, h = 64 HiGHS 1.4 s, networkx 27 s; T = 5,000, h = 256 HiGHS 12 s; T = 20,000,
+h = 1,024 (1.3 M arcs) HiGHS 97 s.  RM, T = 10^6: HiGHS did not finish in 1,500 s wall.  A dedicated
+successive-shortest-path solver needs one shortest-path tree per slot (``h`` of them); one residual Dijkstra with
+scipy's compiled code takes 0.4 s on the NM T = 20,000 network and 0.6 s on the RM T = 10^6 one, i.e. about 400 s
+and 600 s for ``h ~ 1,000``: no better, so none is included.
 """
 
 from __future__ import annotations
