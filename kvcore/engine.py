@@ -137,10 +137,7 @@ class _Simulator:
 
     def _take_victims(self, need: int, protected: frozenset, is_resident) -> list[int]:
         t = self.t
-        try:
-            raw = self.policy.evict(t, need, protected)
-        except ContractViolation:
-            raise
+        raw = self.policy.evict(t, need, protected)
         victims = [] if raw is None else list(raw)
         if len(victims) < need:
             raise ContractViolation(self.name, t, f"returned {len(victims)} victim(s) but {need} are needed "
