@@ -24,10 +24,16 @@ from scipy.sparse import csr_matrix
 from scipy.sparse.csgraph import connected_components
 
 import policies
-from kvcore.engine import run
+from adversary import (adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, decoy_and_sleeper,
+                       decoy_and_sleeper_roles, heavy_union_size, persistent_attention, topic_shift,
+                       zipf_focus_attention)
+from kvcore.engine import NMSimulator, run
 from kvcore.errors import ParameterError
-from kvcore.optima import belady
-from kvcore.traces import PagingTrace
+from kvcore.formulas import harmonic
+from kvcore.optima import belady, nm_opt
+from kvcore.traces import AttentionTrace, PagingTrace
+from realtrace import load_default_traces
+from realtrace.experiments import section11, section11_windows
 from policies.default_policy import DefaultPolicy
 
 from .verify import Row, Table, mean_ci, ratio
@@ -407,8 +413,6 @@ def tie_targeted_trace(policy, k: int, T: int, sink_steps: int, seed: int = 0):
     ``policy`` (driven once with ``seed``) has dropped, or on token 0 while none is.  Built against the
     fixed-ties policy it is the adversary a deterministic tie-break invites; replayed against the randomized
     policy it is an oblivious input (fixed before the coins)."""
-    from kvcore.engine import NMSimulator
-    from kvcore.traces import AttentionTrace
 
     sim = NMSimulator(policy, k, seed)
     rows, dropped = [], None
@@ -429,7 +433,6 @@ def tie_free_trace(policy, k: int, T: int, seed: int = 0):
     arrival, so decayed scores are all distinct and positive -- there is never an exact tie -- and from the first
     drop on all mass goes to a dropped token.  Against a policy that randomizes only exact ties the run does not
     depend on the coins, so this fixed trace defeats every seed alike."""
-    from adversary import adaptive_k_plus_one_nm
 
     return adaptive_k_plus_one_nm(policy, k, T, seed)
 
@@ -458,8 +461,6 @@ def random_tiebreak_table(ks=(4, 8), T_cycles: int = 100, seeds: int = 16, zipf_
     sinks): the tie-targeted trace (:func:`tie_targeted_trace`), the tie-free adaptive trace
     (:func:`tie_free_trace`) and benign persistent attention.
     """
-    from adversary import adaptive_k_plus_one, cyclic_k_plus_one, persistent_attention
-    from kvcore.formulas import harmonic
 
     table = Table("random-tiebreak", "randomizing the eviction choice: worst case k -> H_k, no cost on benign")
     for k in ks:
@@ -499,7 +500,6 @@ def random_tiebreak_table(ks=(4, 8), T_cycles: int = 100, seeds: int = 16, zipf_
                  "tie-free adaptive": tie_free_trace(fixed(), nm_k, nm_T),
                  "persistent (benign)": persistent_attention(nm_T, 0.5, 32, 0.05, sinks=sinks, seed=3)}
     for wname, tr in nm_traces.items():
-        from kvcore.optima import nm_opt
 
         opt = nm_opt(tr, nm_k).cost
         for label, fac in (("Default (fixed ties)", fixed), ("Default", rand)):
@@ -559,7 +559,6 @@ def sinks_pinning_table(traces: dict, k: int, n_sinks=(4,), rules=SINK_RULES) ->
     ``params['sink_mass']`` is the share of the trace's stored mass on tokens ``0..n-1``;
     ``params['unpinned_sink_drops']`` counts the sink tokens the unpinned rule dropped (pinning can only help
     where that is positive)."""
-    from kvcore.optima import nm_opt
 
     table = Table("sinks-pinning", "pinning attention sinks lowers an importance rule's NM regret")
     for wname, tr in traces.items():
@@ -588,7 +587,6 @@ def pick_real(names: list[str], real: int) -> list[str]:
 def sink_traces(T: int, seeds: int = 2, real: int = 0) -> dict:
     """Synthetic traces with attention sinks (``persistent_attention`` and ``topic_shift`` with 4 sinks) and the
     first ``real`` committed real traces (``realtrace.load_default_traces``; 0 = none, -1 = all)."""
-    from adversary import persistent_attention, topic_shift
 
     out = {}
     for s in range(seeds):
@@ -597,7 +595,6 @@ def sink_traces(T: int, seeds: int = 2, real: int = 0) -> dict:
         out[f"topic shift sinks=4 seed {s}"] = topic_shift(T, max(T // 4, 16), 8, sinks=4, sink_mass=0.3,
                                                            seed=20 + s).trace
     if real:
-        from realtrace import load_default_traces
 
         ts, _ = load_default_traces()
         out.update({f"real {n}": ts.traces[n] for n in pick_real(ts.names(), real)})
@@ -613,7 +610,6 @@ def mixed_workload(n_broad: int, n_sharp: int, T: int, seed: int = 0) -> list[tu
     """Sequences with broad attention (uniform, Zipf exponent 0, over a focus list of 32 tokens) and sharp
     attention (exponent 1.5 over 4): ``adversary.zipf_focus_attention`` with one sink, churn 0.2 and no
     self-attention (so the arriving token does not count as heavy at every step); seeds ``seed, seed+1, ...``."""
-    from adversary import zipf_focus_attention
 
     out = []
     for j in range(n_broad + n_sharp):
@@ -645,11 +641,10 @@ def adaptive_budget_table(workload, k_fixed: int, names=("GD-A", "H2O", "Decayed
     measurement; a smaller fraction is what a controller could measure early in a request), with the same total
     ``k_fixed * n``.  Rows: per policy (and
     the exact NM optimum, ``OPT``), the total regret under each allocation; ``params`` hold the budgets."""
-    from kvcore.optima import nm_opt
 
     table = Table("adaptive-budget", "heavy-set-sized budgets beat a fixed budget at equal total memory")
     sizes = [heavy_size for heavy_size in
-             (_heavy_union(tr.prefix(max(1, int(estimate_fraction * tr.T))), rho, W, tau) for _, tr in workload)]
+             (heavy_union_size(tr.prefix(max(1, int(estimate_fraction * tr.T))), rho, W, tau) for _, tr in workload)]
     adaptive = proportional_budgets(sizes, k_fixed * len(workload))
     for label, budgets in (("fixed", [k_fixed] * len(workload)), ("adaptive", adaptive)):
         totals = {n: 0.0 for n in ("OPT",) + tuple(names)}
@@ -662,12 +657,6 @@ def adaptive_budget_table(workload, k_fixed: int, names=("GD-A", "H2O", "Decayed
                           ratio(c, totals["OPT"]), params={"allocation": label, "budgets": budgets,
                                                            "heavy_sizes": sizes, "total": sum(budgets)}))
     return table
-
-
-def _heavy_union(trace, rho, W, tau) -> int:
-    from adversary import heavy_union_size
-
-    return heavy_union_size(trace, rho, W, tau)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -690,7 +679,6 @@ def default_policy_traces(T: int, k: int, real: int = 0) -> dict[str, tuple[str,
     """name -> (kind, trace): adversarial (decoy-and-sleeper, sleeper mass ``1/(4k)``, below every decoy's) and
     benign (persistent attention with sinks, topic shifts whose two heavy sets do not fit together, and ``real``
     committed real traces)."""
-    from adversary import decoy_and_sleeper, persistent_attention, topic_shift
 
     out = {"decoy-and-sleeper": ("adversarial", decoy_and_sleeper(k, 1 / (4 * k), T - k - 1)),
            "persistent sinks=4": ("benign", persistent_attention(T, 0.5, 32, 0.05, sinks=4, sink_mass=0.3,
@@ -698,7 +686,6 @@ def default_policy_traces(T: int, k: int, real: int = 0) -> dict[str, tuple[str,
            "topic shift": ("benign", topic_shift(T, max(T // 4, 16), max(2, k // 2), sinks=4, sink_mass=0.3,
                                                  seed=6).trace)}
     if real:
-        from realtrace import load_default_traces
 
         ts, _ = load_default_traces()
         out.update({f"real {n}": ("benign", ts.traces[n]) for n in pick_real(ts.names(), real)})
@@ -710,8 +697,6 @@ def default_policy_table(T: int, k: int, seeds: int = 8, real: int = 0, names=CO
     :func:`default_policy_traces`, plus the adaptive NM adversary (``adversary.adaptive_k_plus_one_nm``) built
     against each policy itself (every policy is its own worst case there).  Randomized policies (Default): mean of
     ``seeds`` seeds with a 95% interval.  ``params['kind']`` is adversarial/benign."""
-    from adversary import adaptive_k_plus_one_nm
-    from kvcore.optima import nm_opt
 
     table = Table("default-policy", "the Section 10 default is safe on adversarial traces and loses nothing on "
                                     "benign ones")
@@ -738,8 +723,6 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0) -> dict
     the exact NM optimum).  Synthetic: a topic shift (benign window = the last quarter of topic 1, suffix = the
     first quarter of topic 2) and decoy-and-sleeper (benign = the priming steps, suffix = the sleeper suffix).
     Returns ``({trace name: [WindowResult.as_dict(), ...]}, {trace name: trace})``."""
-    from adversary import decoy_and_sleeper, decoy_and_sleeper_roles, topic_shift
-    from realtrace.experiments import section11, section11_windows
 
     out, traces = {}, {}
     L = max(T // 2, 16)
@@ -754,7 +737,6 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0) -> dict
                                                                                       roles.sleeper + 1))]
     traces["decoy-and-sleeper"] = ds
     if real:
-        from realtrace import load_default_traces
 
         tset, _ = load_default_traces()
         benign, suffix, sleeper = section11_windows(tset)
