@@ -107,6 +107,18 @@ def zipf_weights(n: int, s: float) -> np.ndarray:
     return w / w.sum()
 
 
+def check_row_masses(sinks, sink_mass, self_mass) -> tuple[int, float, float]:
+    """Validate the parameters of :func:`sinks_self_zipf_row` (one-line ParameterError naming the parameter)."""
+    sinks = check_int(sinks, "sinks", 0)
+    sink_mass = check_unit_interval(sink_mass, "sink_mass", closed_low=True, closed_high=True)
+    self_mass = check_unit_interval(self_mass, "self_mass", closed_low=True, closed_high=True)
+    if sink_mass + self_mass > 1.0:
+        raise ParameterError(f"sink_mass + self_mass = {sink_mass + self_mass}: must be at most 1")
+    if sinks == 0 and sink_mass > 0:
+        raise ParameterError(f"sink_mass = {sink_mass} with sinks = 0: there is no sink to carry it")
+    return sinks, sink_mass, self_mass
+
+
 def sinks_self_zipf_row(t: int, ranked: list[int], sinks: int, sink_mass: float, self_mass: float,
                         zipf_s: float) -> dict[int, float]:
     """Row ``t``: ``sink_mass`` spread evenly over the first ``min(sinks, t+1)`` tokens, ``self_mass`` on the arriving
@@ -142,15 +154,9 @@ def zipf_focus_attention(T: int, *, focus: int = 8, zipf_s: float = 1.1, sinks: 
     """
     T = check_int(T, "T", 0)
     focus = check_int(focus, "focus", 1)
-    sinks = check_int(sinks, "sinks", 0)
-    sink_mass = check_unit_interval(sink_mass, "sink_mass", closed_low=True, closed_high=True)
-    self_mass = check_unit_interval(self_mass, "self_mass", closed_low=True, closed_high=True)
+    sinks, sink_mass, self_mass = check_row_masses(sinks, sink_mass, self_mass)
     churn = check_unit_interval(churn, "churn", closed_low=True, closed_high=True)
     revisit = check_unit_interval(revisit, "revisit", closed_low=True, closed_high=True)
-    if sink_mass + self_mass > 1.0:
-        raise ParameterError(f"sink_mass + self_mass = {sink_mass + self_mass}: must be at most 1")
-    if sinks == 0 and sink_mass > 0:
-        raise ParameterError(f"sink_mass = {sink_mass} with sinks = 0: there is no sink to carry it")
     rng = make_rng(seed)
     ranked: list[int] = []
     rows: list[dict[int, float]] = []

@@ -11,8 +11,8 @@ from kvcore.engine import make_rng
 from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
-from ._build import attention_from_rows, check_int, check_unit_interval
-from .persistence import sinks_self_zipf_row
+from ._build import attention_from_rows, check_int
+from .persistence import check_row_masses, sinks_self_zipf_row
 
 
 class TopicShiftTrace(NamedTuple):
@@ -42,13 +42,7 @@ def topic_shift(T: int, topic_length: int, heavy_size: int, *, zipf_s: float = 1
     T = check_int(T, "T", 0)
     L = check_int(topic_length, "topic_length", 1)
     heavy_size = check_int(heavy_size, "heavy_size", 1)
-    sinks = check_int(sinks, "sinks", 0)
-    sink_mass = check_unit_interval(sink_mass, "sink_mass", closed_low=True, closed_high=True)
-    self_mass = check_unit_interval(self_mass, "self_mass", closed_low=True, closed_high=True)
-    if sink_mass + self_mass > 1.0:
-        raise ParameterError(f"sink_mass + self_mass = {sink_mass + self_mass}: must be at most 1")
-    if sinks == 0 and sink_mass > 0:
-        raise ParameterError(f"sink_mass = {sink_mass} with sinks = 0: there is no sink to carry it")
+    sinks, sink_mass, self_mass = check_row_masses(sinks, sink_mass, self_mass)
     if sinks + heavy_size > L:
         raise ParameterError(f"topic_length = {L}: a topic must fit its {heavy_size} heavy tokens "
                              f"(and the first topic also the {sinks} sinks)")
