@@ -23,14 +23,23 @@ Backends
                     cosmetic: on float costs such as ``uniform(1, 2)`` networkx's simplex was seen not to terminate
                     (an RM trace of 300 steps ran for over 60 s; the same trace with integer costs takes 0.1 s).
 
-Choice by measurement (2-core machine shared with other jobs; CPU seconds, traces described in the optima report):
-HiGHS is the default.  RM, T = 10^4, h = 100: HiGHS 0.65 s wall, networkx 11 s CPU.  RM, T = 10^5 (Zipf(1) over 10^4
-items, per-request costs): HiGHS 12 s (h = 1,000) and 33 s (h = 100); networkx did not finish in 600 s.  NM with 32
-entries per row: T = 1,000, h = 64 HiGHS 1.4 s, networkx 27 s; T = 5,000, h = 256 HiGHS 12 s; T = 20,000,
-h = 1,024 (1.3 M arcs) HiGHS 97 s.  RM, T = 10^6: HiGHS did not finish in 1,500 s wall.  A dedicated
-successive-shortest-path solver needs one shortest-path tree per slot (``h`` of them); one residual Dijkstra with
-scipy's compiled code takes 0.4 s on the NM T = 20,000 network and 0.6 s on the RM T = 10^6 one, i.e. about 400 s
-and 600 s for ``h ~ 1,000``: no better, so none is included.
+Choice by measurement (2-core machine; wall seconds of the solve alone on the bench workloads of
+``bench/optimum_child.py``).  HiGHS is the default.  RM, T = 10^4, h = 100: HiGHS 0.65 s, networkx 11 s.  RM,
+T = 10^5 (Zipf(1) over 10^4 items, costs 1..8), h = 1,000: HiGHS 13.8 s; networkx did not finish in 600 s.  NM with 32
+entries per row: T = 1,000, h = 64 HiGHS 1.4 s, networkx 27 s; T = 20,000, h = 1,024 (1.3 M arcs) HiGHS 106 s.
+HiGHS' dual simplex prices with devex instead of its default (dual steepest edge): same optimum, RM T = 10^5
+7.4 s instead of 13.8 s, NM T = 5,000 / h = 256 7.9 s instead of 9.9 s, NM T = 20,000 82 s instead of 106 s, and
+RM T = 10^6 / h = 1,000 (2 M arcs) finishes in 411 s at 3.3 GB peak where the default did not finish in 1,500 s
+(dantzig pricing: 82 s at NM T = 5,000; presolve off: 54 s there; interior point: no gain).
+
+Tried and not included, all exact and all slower where it matters:
+* OR-tools' cost-scaling push-relabel (``SimpleMinCostFlow``, integer costs): RM T = 10^5 103 s (7x slower than
+  HiGHS), NM T = 5,000 2.8 s (faster), NM T = 20,000 88 s (slower than devex HiGHS): a 30 MB dependency that
+  loses at both of the largest sizes.
+* Successive shortest paths inserting one arc at a time (Dijkstra with potentials, compiled with numba): equal to
+  HiGHS on every instance compared and 17x faster at RM T = 2,000, but each insertion explores about 5 h nodes (the
+  zero-reduced-cost plateaus of free slots), so RM T = 10^5 took 140 s and NM T = 1,000 39 s.  One full shortest
+  path per slot (classic SSP) needs ``h`` Dijkstra runs of 0.4-0.6 s each on the largest networks: 400-600 s.
 """
 
 from __future__ import annotations
@@ -110,7 +119,8 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     from scipy.optimize import linprog
 
     res = linprog(net.cost, A_eq=_incidence(net), b_eq=net.supply.astype(np.float64),
-                  bounds=np.column_stack([net.lower, net.cap]).astype(np.float64), method="highs-ds")
+                  bounds=np.column_stack([net.lower, net.cap]).astype(np.float64), method="highs-ds",
+                  options={"simplex_dual_edge_weight_strategy": "devex"})  # measured faster, see module docstring
     if res.status != 0:
         # the networks built here always admit a flow (the line alone carries it), so this is a solver failure
         raise RuntimeError(f"HiGHS failed on the min-cost flow: {res.message}")
