@@ -33,8 +33,8 @@ RM T = 10^6 / h = 1,000 (2 M arcs) finishes in 411 s at 3.3 GB peak where the de
 (dantzig pricing: 82 s at NM T = 5,000; presolve off: 54 s there; interior point: no gain).
 
 Tried and not included, all exact and all slower where it matters:
-* OR-tools' cost-scaling push-relabel (``SimpleMinCostFlow``, integer costs): RM T = 10^5 103 s (7x slower than
-  HiGHS), NM T = 5,000 2.8 s (faster), NM T = 20,000 88 s (slower than devex HiGHS): a 30 MB dependency that
+* OR-tools' cost-scaling push-relabel (``SimpleMinCostFlow``, integer costs): RM T = 10^5 103 s (14x slower than
+  devex HiGHS), NM T = 5,000 2.8 s (faster), NM T = 20,000 88 s (slower than devex HiGHS): a 30 MB dependency that
   loses at both of the largest sizes.
 * Successive shortest paths inserting one arc at a time (Dijkstra with potentials, compiled with numba): equal to
   HiGHS on every instance compared and 17x faster at RM T = 2,000, but each insertion explores about 5 h nodes (the
