@@ -65,7 +65,7 @@ def fig6(data: dict | None = None):
     """Eq. 3 reconstructed from the paper's Section 3 wording (no measured data)."""
     _data.mapping("6", data, set())
     cfg, hw = F.CONFIG_7B, F.A100_80GB
-    free = hw.memory_bytes - cfg.weight_bytes
+    free = F.free_memory(cfg, hw)
     fig = new_figure()
     ax = fig.add_subplot()
     ks = np.unique(np.round(np.logspace(math.log10(100), math.log10(WORKED_S), 400)).astype(int))
@@ -212,7 +212,7 @@ def fig15(data: dict | None = None):
     """Roofline model of Section 10 (no measured data)."""
     _data.mapping("15", data, set())
     cfg, hw = F.CONFIG_7B, F.A100_80GB
-    free = hw.memory_bytes - cfg.weight_bytes
+    free = F.free_memory(cfg, hw)
     fig = new_figure(11, 4.8)
     ax, bx = fig.subplots(1, 2)
     for c in (WORKED_S, WORKED_K, 256, 64):

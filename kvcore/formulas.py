@@ -105,6 +105,16 @@ A100_80GB = Accelerator("A100-80GB SXM", 2.039e12, 312e12, 80e9,
                         "NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM column")
 
 
+def free_memory(model: ModelShape, hw: Accelerator) -> float:
+    """``M`` of Eq. 3: the accelerator memory left for the KV cache once the model's weights are loaded.
+
+    ParameterError when the weights alone do not fit.
+    """
+    free = hw.memory_bytes - model.weight_bytes
+    _need(free > 0, f"{model.name} weights do not fit in {hw.name}")
+    return free
+
+
 def max_batch(free_bytes: float, tokens_per_sequence: int, bytes_per_token: float) -> int:
     """Eq. 3, first half (paper Section 3): ``B_max = floor(M / (k * P_kv))``.
 
@@ -201,8 +211,7 @@ def max_throughput_gain(model: ModelShape, hw: Accelerator, seq_len: int, budget
     memory ``M = memory - weights``.  Equals Eq. 3's ``S/k`` (up to the floors) while both batches stay memory-bound;
     falls below it once ``B_max(k)`` passes the crossover batch.
     """
-    free = hw.memory_bytes - model.weight_bytes
-    _need(free > 0, f"{model.name} weights do not fit in {hw.name}")
+    free = free_memory(model, hw)
     full = max_batch(free, seq_len, model.bytes_per_token)
     _need(full >= 1, f"not one {seq_len}-token sequence of {model.name} fits in {hw.name}")
     kept = min(budget, seq_len)

@@ -51,6 +51,7 @@ def test_eq3_worked_example_ratio_is_eight():
 
 def test_eq3_whole_batches_on_a100():
     free = 80e9 - 7e9 * 2  # A100-80GB minus fp16 7B weights
+    assert F.free_memory(F.CONFIG_7B, F.A100_80GB) == free
     assert F.max_batch(free, 16_000, 524_288) == 7  # 66e9 / 8.388608e9 = 7.87
     assert F.max_batch(free, 2_000, 524_288) == 62  # 66e9 / 1.048576e9 = 62.9
     assert F.batch_gain(free, 16_000, 2_000, 524_288) == pytest.approx(62 / 7)
@@ -165,7 +166,8 @@ def test_decay_window():
     lambda: F.max_batch(-1, 10, 10), lambda: F.max_batch(10, 0, 10), lambda: F.throughput_gain(0, 1),
     lambda: F.zipf_tail_mass(1.0, 10, 11), lambda: F.zipf_tail_mass(float("nan"), 10, 1),
     lambda: F.decayed_scores([[1.0]], 0.0), lambda: F.decay_window(1.0, 0.1),
-    lambda: F.decode_throughput(F.CONFIG_7B, F.A100_80GB, 0, 10)])
+    lambda: F.decode_throughput(F.CONFIG_7B, F.A100_80GB, 0, 10),
+    lambda: F.free_memory(F.CONFIG_70B_GQA, F.A100_80GB)])  # 140 GB of fp16 weights on an 80 GB card
 def test_bad_parameters_raise_one_line_errors(call):
     with pytest.raises(ParameterError) as exc:
         call()

@@ -42,7 +42,7 @@ def eq2(ctx: Context) -> ClaimResult:
        "S = 16000 gives about 8x; H2O's 5x and TOVA's 8x budget cuts explain the gains those papers report.")
 def eq3(ctx: Context) -> ClaimResult:
     gain = F.throughput_gain(16000, 2000)
-    free = F.A100_80GB.memory_bytes - F.CONFIG_7B.weight_bytes
+    free = F.free_memory(F.CONFIG_7B, F.A100_80GB)
     whole = F.batch_gain(free, 16000, 2000, F.CONFIG_7B.bytes_per_token)
     roof = F.max_throughput_gain(F.CONFIG_7B, F.A100_80GB, 16000, 2000)
     from figures.published import points
