@@ -20,8 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from policies import kernels
-from policies.fast import dense_ids
+from kvcore import kernels
 
 ORACLE_GENERAL = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("next", "<i8")])
 CLASS_NAMES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "belady": "Belady"}
@@ -29,8 +28,8 @@ CLASS_NAMES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "belady": "Belady"}
 
 def write_oracle_general(items: np.ndarray, path: str | Path) -> Path:
     """Write the unit-size request stream ``items`` as an oracleGeneral binary trace with next-access times."""
-    ids, n = dense_ids(items)
-    nxt = kernels.next_request(ids, n)
+    ids, n = kernels.dense_ids(items)
+    nxt = kernels.next_requests(ids, n)
     rec = np.empty(items.size, dtype=ORACLE_GENERAL)
     rec["time"] = np.arange(items.size, dtype=np.uint32)
     rec["id"] = items.astype(np.uint64)

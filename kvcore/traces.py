@@ -4,8 +4,9 @@ Two kinds of trace, both stored as flat arrays so that long traces fit in memory
 
 ``PagingTrace`` (recompute / paging model)
     Steps ``t = 0..T-1`` (the paper counts from 1; we count from 0 everywhere in code).  Step ``t`` requests the items
-    ``items[offsets[t]:offsets[t+1]]`` (distinct, at least one) with fault costs ``costs[...]`` (finite, >= 0).
-    A plain 1-D integer array is the unit-cost, one-request-per-step trace.
+    ``items[offsets[t]:offsets[t+1]]`` (distinct int64 ids >= 0, at least one) with fault costs ``costs[...]``
+    (finite, >= 0, with a finite total; 0 is a free request such as a token's arrival in RM).  A plain 1-D integer
+    array is the unit-cost, one-request-per-step trace, stored as that array alone (costs and offsets implicit).
 
 ``AttentionTrace`` (both models)
     Token ``t`` arrives at step ``t``.  Row ``t`` is a probability distribution over tokens ``0..t`` stored sparse in
@@ -16,8 +17,9 @@ Two kinds of trace, both stored as flat arrays so that long traces fit in memory
 
 File formats (``load_trace`` / ``save_trace``):
 
-* ``*.npy`` holding a 1-D integer array, or ``*.txt`` with one non-negative integer id per line (blank lines and
-  lines starting with ``#`` are skipped): a unit-cost paging trace.
+* ``*.npy`` holding a 1-D integer array (memory-mapped), or ``*.txt`` with one non-negative integer id per line in
+  plain ASCII decimal digits, at most 2^63 - 1 (blank lines and lines starting with ``#`` are skipped): a unit-cost
+  paging trace.  A file with no step is rejected.
 * ``*.npz`` with ``kind = "paging"``: arrays ``items`` (int), ``costs`` (float, optional: default all 1) and
   ``offsets`` (int, optional: default one request per step).
 * ``*.npz`` with ``kind = "attention"``: arrays ``indptr``, ``indices`` (int), ``weights`` (float) and optionally
@@ -34,7 +36,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
@@ -54,10 +56,13 @@ def _as_int_array(values, source: str, name: str) -> np.ndarray:
         raise _fail(source, f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind == "b" or arr.dtype.kind not in "iu":
+    if arr.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.tolist()):
+        raise _fail(source, f"{name} holds a value that does not fit in int64")  # numpy keeps such ints as objects
+    if arr.dtype.kind not in "iu":
         raise _fail(source, f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "u" and arr.size and int(arr.max()) > np.iinfo(np.int64).max:
-        raise _fail(source, f"{name} has an id too large for int64")
+    if arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
+        i = _first_bad(arr > _INT64_MAX)
+        raise _fail(source, f"{name}[{i}] = {int(arr[i])} does not fit in int64")
     return arr.astype(np.int64, copy=False)
 
 
@@ -79,110 +84,200 @@ def _first_bad(mask: np.ndarray) -> int:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, eq=False)
 class PagingTrace:
-    """A request sequence for the recompute/paging model (SPEC section 2, RM)."""
+    """A request sequence for the recompute/paging model (SPEC section 2, RM).
 
-    items: np.ndarray
-    costs: np.ndarray
-    offsets: np.ndarray
-    source: str = field(default="<trace>", compare=False)
+    ``PagingTrace(items, costs=None, offsets=None, source)``: ``costs=None`` means every request costs 1 and
+    ``offsets=None`` one request per step.  A unit-cost, one-request-per-step trace (the common case, and every
+    ``.npy``/``.txt`` file) stores only ``items``, without a copy when they are already int64 (a memory-mapped file
+    stays mapped): ``costs`` is then a read-only broadcast view of 1.0 that takes no memory, and ``offsets`` is built
+    on first access only.  Explicit all-ones costs and ``0..T`` offsets are recognised and stored the same way.
+    """
 
-    def __post_init__(self):
-        src = self.source
-        items = _as_int_array(self.items, src, "items")
-        costs = _as_float_array(self.costs, src, "costs")
-        offsets = _as_int_array(self.offsets, src, "offsets")
-        object.__setattr__(self, "items", items)
-        object.__setattr__(self, "costs", costs)
-        object.__setattr__(self, "offsets", offsets)
-        if costs.shape != items.shape:
-            raise _fail(src, f"costs has {costs.size} entries but items has {items.size}")
-        if offsets.size < 1 or offsets[0] != 0 or offsets[-1] != items.size:
-            raise _fail(src, f"offsets must start at 0 and end at len(items) = {items.size}")
-        steps = np.diff(offsets)
-        if steps.size and (steps <= 0).any():
-            raise _fail(src, "a step requests no item (offsets not strictly increasing)", _first_bad(steps <= 0))
-        step_of = np.repeat(np.arange(steps.size), steps)
-        if items.size and (items < 0).any():
+    def __init__(self, items, costs=None, offsets=None, source: str = "<trace>"):
+        src = str(source)
+        self._source = src
+        items = _as_int_array(items, src, "items")
+        n = items.size
+        if costs is not None:
+            costs = _as_float_array(costs, src, "costs")
+            if costs.shape != items.shape:
+                raise _fail(src, f"costs has {costs.size} entries but items has {n}")
+        if offsets is not None:
+            offsets = _as_int_array(offsets, src, "offsets")
+            if offsets.size < 1 or offsets[0] != 0 or offsets[-1] != n:
+                raise _fail(src, f"offsets must start at 0 and end at len(items) = {n}")
+            steps = np.diff(offsets)
+            if steps.size and (steps <= 0).any():
+                raise _fail(src, "a step requests no item (offsets not strictly increasing)", _first_bad(steps <= 0))
+            if steps.size == n:  # every step requests one item: the offsets carry no information
+                offsets = None
+        step_of = None if offsets is None else np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
+        if n and int(items.min()) < 0:
             i = _first_bad(items < 0)
-            raise _fail(src, f"negative item id {int(items[i])}", int(step_of[i]))
-        if costs.size and not np.isfinite(costs).all():
-            i = _first_bad(~np.isfinite(costs))
-            raise _fail(src, f"fault cost is {costs[i]} (must be finite)", int(step_of[i]))
-        if costs.size and (costs < 0).any():
-            i = _first_bad(costs < 0)
-            raise _fail(src, f"negative fault cost {costs[i]}", int(step_of[i]))
-        multi = steps > 1
-        if multi.any():
-            for t in np.flatnonzero(multi):
+            raise _fail(src, f"negative item id {int(items[i])}", i if step_of is None else int(step_of[i]))
+        if costs is not None:
+            _check_costs(costs, src, step_of)
+            if bool((costs == 1.0).all()):
+                costs = None
+        if offsets is not None:
+            for t in np.flatnonzero(np.diff(offsets) > 1):
                 q = items[offsets[t] : offsets[t + 1]]
                 if np.unique(q).size != q.size:
                     raise _fail(src, "an item is requested twice in the same step", int(t))
         for arr in (items, costs, offsets):
-            arr.setflags(write=False)
+            if arr is not None and arr.flags.writeable:
+                arr.setflags(write=False)
+        self._items, self._costs, self._offsets = items, costs, offsets
 
     # -- construction -------------------------------------------------------------------------------------------------
     @classmethod
     def unit(cls, seq: Iterable[int], source: str = "<trace>") -> "PagingTrace":
-        """Unit-cost, one request per step."""
+        """Unit-cost, one request per step (an int64 array is used as it is, without a copy)."""
         # np.asarray, not np.fromiter(dtype=int64): fromiter would silently truncate a float id such as 1.5
-        items = _as_int_array(seq if isinstance(seq, np.ndarray) else np.asarray(list(seq)), source, "items")
-        return cls(items, np.ones(items.size), np.arange(items.size + 1, dtype=np.int64), source)
+        return cls(seq if isinstance(seq, np.ndarray) else _ids_from_sequence(seq, source), None, None, source)
 
     @classmethod
     def from_steps(cls, steps: Sequence[Sequence[int]], costs: Sequence[Sequence[float]] | None = None,
                    source: str = "<trace>") -> "PagingTrace":
         """Several requests per step; ``costs`` parallels ``steps`` (default all 1)."""
         lengths = [len(q) for q in steps]
-        items = np.asarray([i for q in steps for i in q])  # validated (not truncated) in __post_init__
+        items = _ids_from_sequence([i for q in steps for i in q], source, [t for t, q in enumerate(steps) for _ in q])
         if costs is None:
-            c = np.ones(items.size)
+            c = None
         else:
             if [len(x) for x in costs] != lengths:
                 raise _fail(source, "costs must have one entry per requested item")
-            c = np.fromiter((x for q in costs for x in q), dtype=np.float64, count=items.size)
+            c = np.asarray([x for q in costs for x in q])
+            if c.size == 0:
+                c = np.zeros(0)
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return cls(items, c, offsets, source)
 
     # -- views --------------------------------------------------------------------------------------------------------
     @property
+    def items(self) -> np.ndarray:
+        return self._items
+
+    @property
+    def costs(self) -> np.ndarray:
+        """Fault cost per request (a read-only broadcast view of 1.0 for a unit-cost trace: no memory)."""
+        if self._costs is None:
+            return np.broadcast_to(_ONE, self._items.shape)
+        return self._costs
+
+    @property
+    def offsets(self) -> np.ndarray:
+        """Step boundaries: step ``t`` requests ``items[offsets[t]:offsets[t+1]]`` (built on first access when every
+        step requests one item)."""
+        if self._offsets is None:
+            off = np.arange(self._items.size + 1, dtype=np.int64)
+            off.setflags(write=False)
+            return off
+        return self._offsets
+
+    @property
+    def source(self) -> str:
+        return self._source
+
+    @property
     def T(self) -> int:
-        return self.offsets.size - 1
+        return self._items.size if self._offsets is None else self._offsets.size - 1
 
     @property
     def n_requests(self) -> int:
-        return int(self.items.size)
+        return int(self._items.size)
 
     @property
     def is_unit_single(self) -> bool:
-        """True when every step requests exactly one item at cost 1 (Belady applies)."""
-        return self.items.size == self.T and bool((self.costs == 1.0).all())
+        """True when every step requests exactly one item at cost 1 (Belady and the array kernels apply)."""
+        return self._costs is None and self._offsets is None
 
     def step(self, t: int) -> tuple[np.ndarray, np.ndarray]:
-        a, b = self.offsets[t], self.offsets[t + 1]
-        return self.items[a:b], self.costs[a:b]
+        if self._offsets is None:
+            a, b = t, t + 1
+        else:
+            a, b = self._offsets[t], self._offsets[t + 1]
+        return self._items[a:b], self.costs[a:b]
 
     def steps(self):
         """Yield ``(t, items, costs)`` for every step."""
-        items, costs, off = self.items, self.costs, self.offsets
+        items, costs = self._items, self.costs
+        if self._offsets is None:
+            for t in range(items.size):
+                yield t, items[t : t + 1], costs[t : t + 1]
+            return
+        off = self._offsets
         for t in range(self.T):
             a, b = off[t], off[t + 1]
             yield t, items[a:b], costs[a:b]
 
     def prefix(self, T: int) -> "PagingTrace":
         """The first ``T`` steps."""
-        end = self.offsets[T]
-        return PagingTrace(self.items[:end], self.costs[:end], self.offsets[: T + 1], self.source)
+        if self._offsets is None:
+            return PagingTrace(self._items[:T], None if self._costs is None else self._costs[:T], None, self._source)
+        end = self._offsets[T]
+        return PagingTrace(self._items[:end], None if self._costs is None else self._costs[:end],
+                           self._offsets[: T + 1], self._source)
 
     def distinct_items(self) -> np.ndarray:
-        return np.unique(self.items)
+        return np.unique(self._items)
 
     def __len__(self) -> int:
         return self.T
 
     def __repr__(self) -> str:
         return f"PagingTrace(T={self.T}, requests={self.n_requests}, distinct={self.distinct_items().size})"
+
+
+_ONE = np.float64(1.0)
+
+
+def _check_costs(costs: np.ndarray, src: str, step_of: np.ndarray | None) -> None:
+    """Fault costs must be finite and >= 0 (0 is a free request, e.g. a token's arrival in RM), and so must their
+    total: a sum that overflows float64 would make every cost comparison meaningless."""
+    def step(i: int) -> int:
+        return i if step_of is None else int(step_of[i])
+
+    if not costs.size:
+        return
+    if not np.isfinite(costs).all():
+        i = _first_bad(~np.isfinite(costs))
+        raise _fail(src, f"fault cost is {costs[i]} (must be finite)", step(i))
+    if (costs < 0).any():
+        i = _first_bad(costs < 0)
+        raise _fail(src, f"negative fault cost {costs[i]}", step(i))
+    if not np.isfinite(costs.sum()):
+        raise _fail(src, f"the fault costs sum to more than the largest float ({np.finfo(np.float64).max:.3g})")
+
+
+def _ids_from_sequence(seq: Iterable[int], source: str, step_of: Sequence[int] | None = None) -> np.ndarray:
+    """A Python sequence of ids as an array, refusing anything that is not an integer (bools, floats, strings,
+    numbers written as text) instead of letting numpy convert it; ``step_of[i]`` names the step of request ``i``
+    (default: request ``i`` is step ``i``)."""
+    values = list(seq)
+    for i, v in enumerate(values):
+        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            raise _fail(source, f"item id {v!r} is not an integer", i if step_of is None else step_of[i])
+        if not (_INT64_MIN <= int(v) <= _INT64_MAX):
+            raise _fail(source, f"item id {int(v)} does not fit in int64", i if step_of is None else step_of[i])
+    return np.asarray(values, dtype=np.int64) if values else np.zeros(0, np.int64)
+
+
+_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+
+
+def require_trace(trace: Any, argument: str = "trace", kinds: tuple[type, ...] | None = None) -> None:
+    """Raise a one-line TypeError naming ``argument`` unless ``trace`` is one of ``kinds`` (default: either trace
+    type).  Guards the Python API: a list or an array where a trace belongs would otherwise fail deep inside."""
+    kinds = kinds or (PagingTrace, AttentionTrace)
+    if isinstance(trace, kinds):
+        return
+    want = " or ".join(k.__name__ for k in kinds)
+    hint = ""
+    if isinstance(trace, (list, tuple, np.ndarray)) and PagingTrace in kinds:
+        hint = " (wrap item ids with kvcore.traces.PagingTrace.unit(ids), or read a file with load_trace(path))"
+    raise TypeError(f"{argument}: expected a {want}, got {type(trace).__name__}{hint}")
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -369,7 +464,11 @@ def rm_requests_from_attention(trace: AttentionTrace, theta: float,
 
 
 def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
-    """Load a trace file (format chosen by its extension, see module docstring); raise TraceError on any problem."""
+    """Load a trace file (format chosen by its extension, see module docstring); raise TraceError on any problem.
+
+    A ``.npy`` file is memory-mapped, not read: an int64 trace is simulated straight from the page cache, so a long
+    trace costs no copy (other integer dtypes are converted once to int64).  A trace with no step is an error.
+    """
     p = Path(path)
     src = str(p)
     if not p.exists():
@@ -377,38 +476,57 @@ def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
     if p.is_dir():
         raise TraceError(f"{src}: is a directory, not a trace file")
     suffix = p.suffix.lower()
+    if suffix not in (".npy", ".txt", ".npz"):
+        raise TraceError(f"{src}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
     try:
         if suffix == ".npy":
-            arr = np.load(p, allow_pickle=False)
-            if arr.ndim != 1:
-                raise _fail(src, f"a .npy paging trace must be 1-D, got shape {arr.shape}")
-            if arr.dtype.kind not in "iu":
-                raise _fail(src, f"a .npy paging trace must hold integers, got dtype {arr.dtype}")
-            return PagingTrace.unit(arr, src)
-        if suffix == ".txt":
-            return PagingTrace.unit(_read_text_ids(p), src)
-        if suffix == ".npz":
-            return _load_npz(p)
+            trace = PagingTrace.unit(_read_npy_ids(p), src)
+        elif suffix == ".txt":
+            trace = PagingTrace.unit(_read_text_ids(p), src)
+        else:
+            trace = _load_npz(p)
     except TraceError:
         raise
     except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # corrupt/truncated
         raise TraceError(f"{src}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-    raise TraceError(f"{src}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
+    if trace.T == 0:
+        raise TraceError(f"{src}: empty trace (no steps): nothing to simulate")
+    return trace
+
+
+def _read_npy_ids(p: Path) -> np.ndarray:
+    src = str(p)
+    with open(p, "rb") as fh:  # read the header first: an object or empty array cannot (and need not) be mapped
+        fmt = np.lib.format
+        header = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
+        shape, _, dtype = header(fh)
+    if len(shape) != 1:
+        raise _fail(src, f"a .npy paging trace must be 1-D, got shape {shape}")
+    if dtype.kind not in "iu":
+        raise _fail(src, f"a .npy paging trace must hold integers, got dtype {dtype}")
+    if shape[0] == 0:
+        return np.zeros(0, np.int64)
+    return np.load(p, mmap_mode="r", allow_pickle=False)
 
 
 def _read_text_ids(p: Path) -> np.ndarray:
+    """One id per line, written as plain ASCII decimal digits: ``+1``, ``1_000``, ``1e3``, ``٣`` (non-ASCII digits)
+    and ids that do not fit in int64 are rejected, not interpreted (Python's ``int()`` would accept the first two)."""
     ids = []
     with open(p, encoding="utf-8") as fh:
         for lineno, line in enumerate(fh, start=1):
-            s = line.strip()
+            s = line.strip(" \t\r\n")
             if not s or s.startswith("#"):
                 continue
-            try:
-                v = int(s)
-            except ValueError:
-                raise TraceError(f"{p}: step {len(ids)}: line {lineno}: {s[:40]!r} is not an integer id") from None
-            if v < 0:
-                raise TraceError(f"{p}: step {len(ids)}: line {lineno}: negative item id {v}")
+            where = f"{p}: step {len(ids)}: line {lineno}"
+            digits = s[1:] if s.startswith("-") else s
+            if not (digits.isascii() and digits.isdigit()):
+                raise TraceError(f"{where}: {s[:40]!r} is not an integer id (plain decimal digits only)")
+            if s.startswith("-"):
+                raise TraceError(f"{where}: negative item id {s[:40]}")
+            v = int(s)
+            if v > _INT64_MAX:
+                raise TraceError(f"{where}: item id {s[:40]} does not fit in int64 (at most 2^63 - 1)")
             ids.append(v)
     return np.asarray(ids, dtype=np.int64)
 
@@ -421,10 +539,8 @@ def _load_npz(p: Path) -> PagingTrace | AttentionTrace:
         if kind == "paging":
             if "items" not in keys:
                 raise _fail(src, "paging .npz needs an 'items' array")
-            items = z["items"]
-            costs = z["costs"] if "costs" in keys else np.ones(np.asarray(items).size)
-            offsets = z["offsets"] if "offsets" in keys else np.arange(np.asarray(items).size + 1)
-            return PagingTrace(items, costs, offsets, src)
+            return PagingTrace(z["items"], z["costs"] if "costs" in keys else None,
+                               z["offsets"] if "offsets" in keys else None, src)
         if kind == "attention":
             missing = {"indptr", "indices", "weights"} - keys
             if missing:

@@ -151,10 +151,12 @@ def test_unknown_extension_missing_file_and_directory(tmp_path):
 
 def test_in_memory_float_ids_are_not_truncated():
     # fixed: PagingTrace.unit / from_steps used np.fromiter(dtype=int64), which turned 1.5 into 1
-    with pytest.raises(TraceError, match="must hold integers"):
+    with pytest.raises(TraceError, match="step 1: item id 1.5 is not an integer"):
         PagingTrace.unit([0, 1.5])
+    with pytest.raises(TraceError, match="step 2: item id 1.5 is not an integer"):
+        PagingTrace.from_steps([[0], [4, 2], [1.5, 2]])
     with pytest.raises(TraceError, match="must hold integers"):
-        PagingTrace.from_steps([[0], [1.5, 2]])
+        PagingTrace.unit(np.array([0, 1.5]))
 
 
 # -- round trips ----------------------------------------------------------------------------------------------------

@@ -6,10 +6,13 @@ next request is furthest in the future (never requested again counts as infinite
 misses count, as in the engine (SPEC section 2); the cost is the number of faults.  Ties between items that are
 never requested again are broken toward the smaller item id (any choice is optimal).
 
-``O(T log h)``: the next-use index of every request is computed once (vectorized); resident items sit in a max-heap
-keyed by next use.  A hit changes an item's key, which pushes a fresh entry; stale entries are recognised (their key
-differs from the item's current next use) and dropped when they reach the top, and the heap is rebuilt from the live
-entries when it grows past ``2h`` entries, so it never holds more than ``O(h)`` entries.
+``O(T log h)``.  Without ``record`` the count comes from the compiled kernel :func:`kvcore.kernels.belady` (a
+next-access pre-pass, then an indexed max-heap over the ``h`` resident items).  With ``record`` this module's own
+loop runs, which also lists the evictions: the next-use index of every request is computed once (vectorized);
+resident items sit in a heap keyed by next use.  A hit changes an item's key, which pushes a fresh entry; stale
+entries are recognised (their key differs from the item's current next use) and dropped when they reach the top, and
+the heap is rebuilt from the live entries when it grows past ``2h`` entries, so it never holds more than ``O(h)``
+entries.  The two are independent implementations, property-tested equal (``tests/test_kernels.py``).
 """
 
 from __future__ import annotations
@@ -18,17 +21,23 @@ import heapq
 
 import numpy as np
 
+from .. import kernels
 from ..engine import check_capacity
 from ..errors import ParameterError
-from ..traces import PagingTrace
+from ..traces import PagingTrace, require_trace
 from .result import OptResult
 
 
 def belady(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult:
-    """Fault count of Belady's rule on a unit-cost, one-request-per-step trace with ``capacity`` slots."""
+    """Fault count of Belady's rule on a unit-cost, one-request-per-step trace with ``capacity`` slots;
+    ``record=True`` also returns the evictions."""
+    require_trace(trace, "trace", (PagingTrace,))
     h = check_capacity(capacity)
     if not trace.is_unit_single:
         raise ParameterError(f"{trace.source}: Belady needs unit costs and one request per step; use rm_opt")
+    if not record:
+        misses, _ = kernels.simulate("belady", trace.items, h)
+        return OptResult(float(misses), misses, h, "rm", None, "belady", 0.0)
     T = trace.T
     ids, seq = np.unique(trace.items, return_inverse=True)
     order = np.lexsort((np.arange(T), seq))
@@ -39,7 +48,7 @@ def belady(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult
     heap: list[tuple[int, int]] = []  # (-next use, item): the top is the furthest-in-future resident item
     resident = 0
     misses = 0
-    evictions: list[tuple[int, int]] | None = [] if record else None
+    evictions: list[tuple[int, int]] = []
     for t, (p, nu) in enumerate(zip(seq.tolist(), next_use.tolist())):
         if key[p] < 0:
             misses += 1
@@ -49,8 +58,7 @@ def belady(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult
                     if key[q] == -neg:
                         break
                 key[q] = -1
-                if record:
-                    evictions.append((t, int(ids[q])))
+                evictions.append((t, int(ids[q])))
             else:
                 resident += 1
         key[p] = nu
