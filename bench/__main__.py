@@ -5,9 +5,16 @@ Sections (all measured in this one run, in this order):
              "x base" columns, so that ratios, not absolute numbers, carry across machines and load;
   vs-lcs     LRU, FIFO, LFU, Belady: our kernels and libCacheSim on a Zipf(1.0) trace (1e7 requests, 1e6 objects,
              k = 10,000; unit sizes), miss counts and requests/s side by side, ours/theirs;
+  e2e        end to end on that trace, each in a fresh process, wall time as a user waits for it:
+             ``python -m paper_check simulate --policy LRU --capacity 10000 TRACE.npy --json`` (loading, the policy,
+             the exact optimum), the same through the library (bench/e2e.py), and libCacheSim's LRU + its own
+             next-access pre-pass + its Belady; counts compared, ours/theirs;
+  memory     peak RSS of the library's end-to-end run on a 5e7-request trace (a 400 MB .npy), against the file size;
+  startup    import times, and the kernels' first call with an empty numba cache (compilation) and with a warm one;
   mrc        the all-sizes LRU curve against libCacheSim's LRU run at 20 sizes (and the counts compared);
-  engine     every registered RM policy through the plain engine, kvcore.optima.belady, and the kernels compiled and
-             as plain Python (what runs without numba), on a Zipf(1.0) trace of 1e6 requests, 1e5 objects, k = 1000;
+  engine     every registered RM policy through the plain engine (kernel=False), the Belady reference loop, and the
+             kernels compiled and as plain Python (what runs without numba; shown only when the two differ), on a
+             Zipf(1.0) trace of 1e6 requests, 1e5 objects, k = 1000;
   nm         every registered NM policy through the plain engine on a 20,000-step attention trace, 32 nonzeros per
              row, k = 1024;
   optima     rm_opt at T = 1e5 and 1e6 (k = 1000, costs 1..8) and nm_opt at T = 5,000/k = 256 and T = 20,000/k = 1024,
@@ -20,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -28,19 +36,22 @@ from pathlib import Path
 
 import numpy as np
 
+from kvcore import kernels
 from kvcore.engine import run_nm, run_rm
 from kvcore.traces import PagingTrace
-from policies import all_policies, kernels, make
+from policies import all_policies, make
 from policies.fast import hits_per_step, lru_miss_curve, simulate_fast
 
+from . import e2e
 from . import libcachesim_adapter as lcs
 from .workloads import attention_trace, zipf_items
 
 FULL = {"big": (10**7, 10**6, 10_000), "engine": (10**6, 10**5, 1000), "nm": (20_000, 1024),
-        "rm_opt": [(10**5, 1000), (10**6, 1000)], "nm_opt": [(5000, 256), (20_000, 1024)], "mrc_sizes": 20}
+        "rm_opt": [(10**5, 1000), (10**6, 1000)], "nm_opt": [(5000, 256), (20_000, 1024)], "mrc_sizes": 20,
+        "memory": (5 * 10**7, 10**6, 10_000)}
 QUICK = {"big": (200_000, 20_000, 200), "engine": (100_000, 10_000, 100), "nm": (2000, 128),
-         "rm_opt": [(10_000, 100)], "nm_opt": [(1000, 64)], "mrc_sizes": 20}
-SECTIONS = ("vs-lcs", "mrc", "engine", "nm", "optima")
+         "rm_opt": [(10_000, 100)], "nm_opt": [(1000, 64)], "mrc_sizes": 20, "memory": (10**6, 10**5, 200)}
+SECTIONS = ("vs-lcs", "e2e", "memory", "startup", "mrc", "engine", "nm", "optima")
 KERNEL_ORDER = ("lru", "fifo", "lfu", "belady")
 
 
@@ -100,6 +111,54 @@ def section_vs_lcs(items: np.ndarray, k: int, workdir: Path) -> dict:
     return out
 
 
+def section_e2e(items: np.ndarray, k: int, workdir: Path) -> dict:
+    """``simulate`` end to end vs libCacheSim's LRU + pre-pass + Belady, each a fresh process (bench/e2e.py)."""
+    npy = workdir / "big.npy"
+    np.save(npy, items)
+    rows = [dict(e2e.child("cli", str(npy), str(k)), what="python -m paper_check simulate --policy LRU (CLI)"),
+            dict(e2e.child("kvcore", str(npy), str(k)), what="load_trace + engine.run + optima.optimum")]
+    reason = have_libcachesim()
+    out = {"T": int(items.size), "k": k, "file_mb": npy.stat().st_size / 2**20, "rows": rows}
+    if reason:
+        out["libcachesim"] = reason
+        return out
+    blind = e2e.write_blind_oracle(items, workdir / "big-blind.oracleGeneral")
+    theirs = dict(e2e.child("lcs", str(blind), str(k)), what="libCacheSim LRU + next-access pre-pass + Belady")
+    blind.unlink()
+    rows.append(theirs)
+    for r in rows[:2]:
+        if "error" not in r and "error" not in theirs:
+            r["equal"] = (r["misses"], r["opt_misses"]) == (theirs["misses"], theirs["opt_misses"])
+            r["ours_over_theirs"] = r["wall_seconds"] / theirs["wall_seconds"]
+    return out
+
+
+def section_memory(cfg: tuple[int, int, int], seed: int, workdir: Path) -> dict:
+    """Peak RSS of the library's end-to-end run (load + LRU + Belady) on a long trace, against the file's size."""
+    T, objects, k = cfg
+    npy = workdir / "long.npy"
+    np.save(npy, zipf_items(T, objects, 1.0, seed + 1))
+    row = e2e.child("kvcore", str(npy), str(k))
+    npy.unlink()
+    if "error" not in row:
+        row["rss_over_file"] = row["peak_rss_mb"] / row["file_mb"]
+    idle = e2e.child("kvcore-idle")
+    return {"T": T, "k": k, "run": row, "idle": idle}
+
+
+def section_startup(workdir: Path) -> dict:
+    """What a short command pays before any simulation: imports, and the kernels' first call with an empty numba
+    cache (compilation) and with the cache that run left behind."""
+    tiny = workdir / "tiny.npy"
+    np.save(tiny, np.array([0, 1, 0, 2, 1, 3], dtype=np.int64))
+    cache = workdir / "numba-cache"
+    cache.mkdir()
+    env = {**os.environ, "NUMBA_CACHE_DIR": str(cache)}
+    rows = {"cold cache (compiles)": e2e.child("kvcore", str(tiny), "2", env=env),
+            "warm cache": e2e.child("kvcore", str(tiny), "2", env=env)}
+    return {"rows": rows}
+
+
 def section_mrc(items: np.ndarray, n_sizes: int, workdir: Path) -> dict:
     trace = PagingTrace.unit(items, source="zipf-big")
     curve, ours_s = timed(lru_miss_curve, trace)
@@ -136,7 +195,7 @@ def section_engine(items: np.ndarray, k: int, budget: float) -> dict:
     rows = []
     for info in all_policies(model="rm"):
         def run(m, info=info):
-            return run_rm(make(info.name), PagingTrace.unit(items[:m]), k, seed=0)
+            return run_rm(make(info.name), PagingTrace.unit(items[:m]), k, seed=0, kernel=False)
 
         try:
             res, used, seconds = measure_policy(run, items.size, budget)
@@ -147,17 +206,19 @@ def section_engine(items: np.ndarray, k: int, budget: float) -> dict:
     try:
         from kvcore.optima import belady
 
-        res, seconds = timed(belady, trace, k)
-        rows.append({"policy": "Belady", "path": "kvcore.optima.belady", "requests": int(items.size),
+        res, seconds = timed(belady, trace, k, record=True)  # record=True: the heap loop, not the kernel
+        rows.append({"policy": "Belady", "path": "reference loop", "requests": int(items.size),
                      "misses": int(res.misses), "rps": items.size / seconds})
     except Exception as exc:
-        rows.append({"policy": "Belady", "path": "kvcore.optima.belady", "error": f"{type(exc).__name__}: {exc}"})
+        rows.append({"policy": "Belady", "path": "reference loop", "error": f"{type(exc).__name__}: {exc}"})
     for name in KERNEL_ORDER:
         label = name.upper() if name != "belady" else "Belady"
         misses, seconds = timed(simulate_fast, name, trace, k)
         rows.append({"policy": label, "path": "kernel", "requests": int(items.size), "misses": misses,
                      "rps": items.size / seconds})
-        # the same kernel as plain Python: what runs without numba (the optional ``fast`` extra)
+        if not kernels.compiled():
+            continue  # the "kernel" row above already ran as plain Python: a second row would repeat it
+        # the same kernel as plain Python: what runs without numba
         hits, seconds = timed(hits_per_step, name, trace, k, compiled=False)
         rows.append({"policy": label, "path": "kernel, no numba", "requests": int(items.size),
                      "misses": int(items.size - np.count_nonzero(hits)), "rps": items.size / seconds})
@@ -202,6 +263,11 @@ def section_optima(cfg: dict, seed: int, timeout: float) -> dict:
     return {"idle_process_rss_mb": idle_mb, "rows": rows}
 
 
+def fmt_mult(x: float) -> str:
+    """A multiple of the baseline with three significant digits (an engine policy is ~0.005x, not "0.00")."""
+    return f"{x:7.3g}"
+
+
 def fmt_rate(x: float) -> str:
     return f"{x / 1e6:8.2f} M/s" if x >= 1e5 else f"{x / 1e3:8.1f} k/s"
 
@@ -226,7 +292,43 @@ def print_report(rep: dict) -> None:
             trate = fmt_rate(r["theirs_rps"]) if "theirs_rps" in r else "-"
             ratio = f"{r['ratio']:11.2f}" if "ratio" in r else f"{'-':>11}"
             print(f"{r['policy']:8} {r['ours_misses']:12d} {theirs} {fmt_rate(r['ours_rps']):>12} {trate:>12} "
-                  f"{ratio} {r['ours_rps'] / base['rps']:7.1f}")
+                  f"{ratio} {fmt_mult(r['ours_rps'] / base['rps'])}")
+    if "e2e" in rep:
+        v = rep["e2e"]
+        print(f"\n## end to end, fresh processes: T={v['T']} ({v['file_mb']:.0f} MB .npy), k={v['k']}, LRU + exact "
+              f"optimum")
+        if "libcachesim" in v:
+            print(f"   libCacheSim skipped: {v['libcachesim']}")
+        print(f"{'what':52} {'wall s':>7} {'misses':>9} {'opt misses':>10} {'equal':>6} {'ours/theirs':>11} "
+              f"{'peak RSS':>9}")
+        for r in v["rows"]:
+            if "error" in r:
+                print(f"{r['what']:52} error: {r['error']}")
+                continue
+            ratio = f"{r['ours_over_theirs']:11.2f}" if "ours_over_theirs" in r else f"{'-':>11}"
+            print(f"{r['what']:52} {r['wall_seconds']:7.2f} {r['misses']:9d} {r['opt_misses']:10d} "
+                  f"{str(r.get('equal', '-')):>6} {ratio} {r['peak_rss_mb']:6.0f} MB")
+            if "phases" in r:
+                print(f"{'':4}phases: " + ", ".join(f"{name} {sec:.2f} s" for name, sec in r["phases"].items()))
+    if "memory" in rep:
+        m = rep["memory"]
+        r = m["run"]
+        if "error" in r:
+            print(f"\n## memory, T={m['T']}: error: {r['error']}")
+        else:
+            idle = m["idle"].get("peak_rss_mb", float("nan"))
+            print(f"\n## memory: load + LRU + Belady on T={m['T']}, k={m['k']}: peak RSS {r['peak_rss_mb']:.0f} MB for "
+                  f"a {r['file_mb']:.0f} MB file = {r['rss_over_file']:.2f}x (an idle process with the imports and "
+                  f"numba loaded: {idle:.0f} MB); {r['wall_seconds']:.1f} s")
+    if "startup" in rep:
+        print("\n## startup (tiny trace, fresh process each)")
+        for label, r in rep["startup"]["rows"].items():
+            if "error" in r:
+                print(f"{label:24} error: {r['error']}")
+                continue
+            ph = r["phases"]
+            print(f"{label:24} wall {r['wall_seconds']:5.2f} s: imports {ph['imports']:.2f} s, first LRU call "
+                  f"{ph['policy']:.2f} s, first Belady call {ph['optimum']:.2f} s")
     if "mrc" in rep:
         m = rep["mrc"]
         print(f"\n## all-sizes LRU curve ({m['distinct']} capacities) vs libCacheSim LRU at {len(m['sizes'])} sizes")
@@ -245,7 +347,7 @@ def print_report(rep: dict) -> None:
                 continue
             note = "" if r["requests"] == e["T"] else "  (prefix: full run over the budget)"
             print(f"{r['policy']:22} {r['path']:22} {r['requests']:9d} {r['misses']:9d} {fmt_rate(r['rps']):>12} "
-                  f"{r['rps'] / base['rps']:7.2f}{note}")
+                  f"{fmt_mult(r['rps'] / base['rps'])}{note}")
     if "nm" in rep:
         n = rep["nm"]
         print(f"\n## NM policies, attention trace T={n['T']}, nnz={n['nnz']} (32 per row), k={n['k']}")
@@ -280,20 +382,26 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL
-    rep: dict = {"mode": "quick" if args.quick else "full", "seed": args.seed, "compiled": kernels.COMPILED}
+    rep: dict = {"mode": "quick" if args.quick else "full", "seed": args.seed, "compiled": kernels.compiled()}
     engine_T, engine_m, engine_k = cfg["engine"]
     engine_items = zipf_items(engine_T, engine_m, 1.0, args.seed)
     rep["baseline"] = baseline(engine_items)
     rep["warmup_seconds"] = warm_kernels()
     with tempfile.TemporaryDirectory(prefix="kv-bench-") as tmp:
-        if {"vs-lcs", "mrc"} - set(args.skip):
+        if {"vs-lcs", "e2e", "mrc"} - set(args.skip):
             big_T, big_m, big_k = cfg["big"]
             big_items = zipf_items(big_T, big_m, 1.0, args.seed)
             if "vs-lcs" not in args.skip:
                 rep["vs-lcs"] = section_vs_lcs(big_items, big_k, Path(tmp))
+            if "e2e" not in args.skip:
+                rep["e2e"] = section_e2e(big_items, big_k, Path(tmp))
             if "mrc" not in args.skip:
                 rep["mrc"] = section_mrc(big_items, cfg["mrc_sizes"], Path(tmp))
             del big_items
+        if "memory" not in args.skip:
+            rep["memory"] = section_memory(cfg["memory"], args.seed, Path(tmp))
+        if "startup" not in args.skip:
+            rep["startup"] = section_startup(Path(tmp))
     if "engine" not in args.skip:
         rep["engine"] = section_engine(engine_items, engine_k, args.policy_budget)
     if "nm" not in args.skip:

@@ -38,6 +38,7 @@ its parameters.  Everything else runs through the checked engine.
 from __future__ import annotations
 
 import importlib.util
+import os
 from typing import Any, Callable
 
 import numpy as np
@@ -64,13 +65,13 @@ class Kernel:
         return fn(*args)
 
 
-def numba_available() -> bool:
-    """True when numba is installed (then the kernels are compiled on first use)."""
-    return importlib.util.find_spec("numba") is not None
+def compiled() -> bool:
+    """True when the kernels run compiled: numba is installed and ``NUMBA_DISABLE_JIT`` is not set."""
+    return importlib.util.find_spec("numba") is not None and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
 
 
 def _compile(fn: Callable) -> Callable:
-    if not numba_available():
+    if not compiled():
         return fn
     import numba
 

@@ -247,7 +247,9 @@ def _check_costs(costs: np.ndarray, src: str, step_of: np.ndarray | None) -> Non
     if (costs < 0).any():
         i = _first_bad(costs < 0)
         raise _fail(src, f"negative fault cost {costs[i]}", step(i))
-    if not np.isfinite(costs.sum()):
+    with np.errstate(over="ignore"):
+        total = costs.sum()
+    if not np.isfinite(total):
         raise _fail(src, f"the fault costs sum to more than the largest float ({np.finfo(np.float64).max:.3g})")
 
 

@@ -207,3 +207,13 @@ def test_bad_input_is_one_clear_error():
         simulate_fast("LRU", [0, 1, 2], 2)
     with pytest.raises(ValueError, match="kernel 'mru'"):
         kernels.simulate("mru", seq, 2)
+
+
+def test_importing_the_core_does_not_load_numba():
+    # The kernels compile on first use, so commands that never simulate do not pay numba's start-up (about 1 s).
+    import subprocess
+    import sys
+
+    code = "import sys, kvcore, kvcore.optima, policies; print('numba' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"

@@ -58,3 +58,16 @@ def test_belady_needs_next_access_times(tmp_path):
     without_times, _ = lcs.misses("belady", tmp_path / "blind.oracleGeneral", items.size, 50)
     assert with_times == simulate_fast("belady", PagingTrace.unit(items), 50)
     assert without_times > with_times
+
+
+def test_libcachesim_pipeline_of_the_end_to_end_bench(tmp_path):
+    # bench/e2e.py times libCacheSim's whole pipeline: its LRU on a file without next-access times, its own
+    # converter computing them, its Belady on the converted file.  Both counts must be ours.
+    from bench import e2e
+
+    items = zipf_items(8_000, 900, 1.0, seed=5)
+    blind = e2e.write_blind_oracle(items, tmp_path / "blind.oracleGeneral")
+    theirs = e2e.MODES["lcs"](str(blind), "64")
+    trace = PagingTrace.unit(items)
+    assert (theirs["misses"], theirs["opt_misses"]) == (simulate_fast("lru", trace, 64),
+                                                        simulate_fast("belady", trace, 64))

@@ -159,6 +159,34 @@ def test_in_memory_float_ids_are_not_truncated():
         PagingTrace.unit(np.array([0, 1.5]))
 
 
+# -- long traces: no needless copies ----------------------------------------------------------------------------------
+
+
+def test_npy_is_memory_mapped_and_unit_costs_take_no_memory(tmp_path):
+    from kvcore import kernels
+
+    p = tmp_path / "u.npy"
+    np.save(p, np.arange(1000, dtype=np.int64) % 7)
+    tr = load_trace(p)
+    base = tr.items
+    while not isinstance(base, np.memmap) and base.base is not None:
+        base = base.base
+    assert isinstance(base, np.memmap)  # the items are the file's pages, not a copy
+    assert tr.is_unit_single and tr.costs.strides == (0,)  # a broadcast view of 1.0
+    assert tr.costs.tolist() == [1.0] * 1000 and tr.offsets.tolist() == list(range(1001))
+    ids, n = kernels.dense_ids(tr.items)
+    assert n == 7 and np.shares_memory(ids, tr.items)  # compact ids go to the kernels as they are
+
+
+def test_explicit_unit_costs_and_single_offsets_are_recognised():
+    items = np.array([3, 1, 3])
+    assert PagingTrace(items, np.ones(3), np.arange(4)).is_unit_single
+    assert not PagingTrace(items, np.array([1.0, 2.0, 1.0])).is_unit_single
+    multi = PagingTrace(np.array([3, 1, 3]), None, np.array([0, 2, 3]))
+    assert not multi.is_unit_single and multi.T == 2 and [q.tolist() for _, q, _ in multi.steps()] == [[3, 1], [3]]
+    assert PagingTrace.unit(items).prefix(2).items.tolist() == [3, 1]
+
+
 # -- round trips ----------------------------------------------------------------------------------------------------
 
 
