@@ -5,7 +5,8 @@ from __future__ import annotations
 import sys
 
 USAGE = ("usage: python -m realtrace capture --out DIR [--tokens N] [--prompt FILE|builtin:NAME] [--layers ...]\n"
-         "       python -m realtrace report [TRACESET_DIR] [--budget K ...] [--json FILE]")
+         "       python -m realtrace report [TRACESET_DIR] [--budget K ...] [--json FILE]\n"
+         "       python -m realtrace study --traces DIR --out DIR [--budgets K,K,..] [--workers N | --scheduler ADDR]")
 
 
 def main(argv: list[str]) -> int:
@@ -21,5 +22,9 @@ def main(argv: list[str]) -> int:
         from .report import main as report_main
 
         return report_main(rest, prog="realtrace report")
+    if cmd == "study":
+        from .study import main as study_main
+
+        return study_main(rest, prog="realtrace study")
     sys.stderr.write(f"realtrace: unknown command {cmd!r}\n{USAGE}\n")
     return 2
