@@ -2,7 +2,8 @@
 
 Profiles: ``ci`` (derandomized, bounded; selected when the ``CI`` environment variable is set), ``dev`` (the
 default: random, moderate), ``deep`` (many examples; select with ``HYPOTHESIS_PROFILE=deep``).
-Slow tests (larger k, longer sequences) run with ``--runslow`` or ``KV_SLOW=1``.
+Slow tests (larger k, longer sequences) run with ``--runslow`` or ``KV_SLOW=1``.  ``--regen-golden`` rewrites the
+policies' golden snapshot (tests/test_golden.py) instead of comparing with it.
 """
 
 import os
@@ -22,6 +23,8 @@ settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.enviro
 def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
                      help="run slow tests (larger k and longer sequences)")
+    parser.addoption("--regen-golden", action="store_true", default=False,
+                     help="rewrite tests/golden/policies.json from the current policies (review the diff!)")
 
 
 def pytest_collection_modifyitems(config, items):

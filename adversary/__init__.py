@@ -9,6 +9,9 @@ in :mod:`adversary.strategies` (imported on demand, so the generators do not nee
 from .access_graphs import (adversarial_walk, cycle_access_graph, grid_access_graph, path_access_graph,
                             random_access_graph, random_walk, star_access_graph, tree_access_graph,
                             walk_follows_edges)
+from .constructions import CONSTRUCTIONS, Construction, construction, constructions
+from .counterexamples import (future_mass_counterexample, position_cost_counterexample, thm4_nm_counterexample,
+                              unrequested_refresh_counterexample, varying_cost_counterexample)
 from .block_workload import (BlockWorkload, BlockWorkloadParams, block_capacity, decode_block, encode_block,
                              generate_block_workload)
 from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_and_sleeper_rm,
@@ -16,12 +19,20 @@ from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_a
 from .lfu_priming import lfu_priming, lfu_priming_attention, lfu_priming_attention_targets
 from .lower_bounds import (adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, marking_phases,
                            phase_starts, uniform_k_plus_one)
-from .persistence import (enforce_persistence, heavy_union_size, idle_token_spike, persistence_holds,
-                          persistence_violations, persistent_attention, tail_mass, tail_mass_per_step,
-                          zipf_focus_attention, zipf_weights)
+from .persistence import (enforce_chain_persistence, enforce_persistence, heavy_union_size, idle_token_spike,
+                          observed_union_max, persistence_holds, persistence_violations, persistent_attention,
+                          stationary_zipf_trace, tail_mass, tail_mass_per_step, zipf_focus_attention, zipf_weights)
+from .ties import tie_targeted_trace
 from .topics import TopicShiftTrace, topic_shift
+from .workloads import (adversarial_and_benign, broad_and_sharp, dirichlet_attention, sink_workloads,
+                        two_entry_traces)
 
 __all__ = [
+    "CONSTRUCTIONS", "Construction", "construction", "constructions", "future_mass_counterexample",
+    "position_cost_counterexample", "thm4_nm_counterexample", "unrequested_refresh_counterexample",
+    "varying_cost_counterexample", "enforce_chain_persistence", "observed_union_max", "stationary_zipf_trace",
+    "tie_targeted_trace", "adversarial_and_benign", "broad_and_sharp", "dirichlet_attention", "sink_workloads",
+    "two_entry_traces",
     "BlockWorkload", "BlockWorkloadParams", "block_capacity", "decode_block", "encode_block",
     "generate_block_workload",
     "DecoyRoles", "SleeperBlock", "TopicShiftTrace", "adaptive_k_plus_one", "adaptive_k_plus_one_nm",

@@ -42,17 +42,27 @@ def _check_persistence_params(rho: float, W: int, tau: float, *, strict_rho: boo
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def persistence_violations(trace: AttentionTrace, rho: float, W: int, tau: float) -> list[tuple[int, int]]:
-    """All ``(t, i)`` with ``i < t``, ``a[t, i] >= tau`` and no ``s`` in ``[t-W, t-1]`` with ``a[s, i] >= rho tau``."""
+def persistence_violations(trace: AttentionTrace, rho: float, W: int, tau: float,
+                           chain: bool = False) -> list[tuple[int, int]]:
+    """All ``(t, i)`` with ``i < t`` and ``a[t, i] >= tau`` that the persistence premise does not cover.
+
+    ``chain=False`` -- the paper's ``(rho, W)``-persistence (Section 7): some ``s`` in ``[t-W, t-1]`` has
+    ``a[s, i] >= rho tau``.  ``chain=True`` -- the premise Theorem 4 needs in NM ("chain persistence"): a chain of
+    warm steps ``i = s_0 < s_1 < ... < s_m < t`` with ``a[s_j, i] >= rho tau``, consecutive gaps ``<= W`` and
+    ``t - s_m <= W`` -- the token was warm at its own arrival row and never went ``W`` rows without being warm.  The
+    paper's premise lets a token dropped while cold become heavy later, which no NM policy can undo
+    (``adversary.counterexamples.thm4_nm_counterexample``).  Both are one scan keeping each token's last warm step;
+    with ``chain`` a warm step only counts when it extends an unbroken chain.
+    """
     rho, W, tau = _check_persistence_params(rho, W, tau)
-    warm_at: dict[int, int] = {}  # last step s at which a[s, i] >= rho * tau
+    warm_at: dict[int, int] = {}  # last warm step (of an unbroken chain from the arrival, with chain=True)
     out = []
     for t, idx, w in trace.rows():
         for i, x in zip(idx.tolist(), w.tolist()):
             if i < t and x >= tau and warm_at.get(i, -W - 1) < t - W:
                 out.append((t, i))
         for i, x in zip(idx.tolist(), w.tolist()):
-            if x >= rho * tau:
+            if x >= rho * tau and (not chain or i == t or warm_at.get(i, -W - 1) >= t - W):
                 warm_at[i] = t
     return out
 
@@ -78,6 +88,14 @@ def heavy_union_size(trace: AttentionTrace, rho: float, W: int, tau: float) -> i
             window += Counter()  # drop tokens whose count fell to zero
         best = max(best, len(window))
     return best
+
+
+def observed_union_max(trace: AttentionTrace, rho: float, W: int, tau: float) -> int:
+    """``max_t |union_{s in [t-W, t-1]} H_s(rho tau)|``: the set R-LRU-H protects at the drop of step ``t`` (the part
+    of Theorem 4's union an online policy can know before step ``t``)."""
+    if W > 1:  # the windows [t-W, t-1] are the windows [t'-(W-1), t'] of t' = t-1
+        return heavy_union_size(trace, rho, W - 1, tau)
+    return max((int((w >= rho * tau).sum()) for _, _, w in trace.rows()), default=0)
 
 
 def tail_mass_per_step(trace: AttentionTrace, tau: float) -> np.ndarray:
@@ -203,6 +221,52 @@ def enforce_persistence(trace: AttentionTrace, rho: float, W: int, tau: float) -
     if trace.residual.any():
         out = AttentionTrace(out.indptr, out.indices, out.weights, trace.residual, out.source)
     return out
+
+
+def enforce_chain_persistence(trace: AttentionTrace, rho: float, W: int, tau: float) -> AttentionTrace:
+    """Make a trace satisfy chain persistence (:func:`persistence_violations` with ``chain=True``) by capping.
+
+    Row by row, an earlier token's entry ``>= rho tau`` whose chain is broken is cut to ``rho tau / 2`` (below warm)
+    and the removed mass goes to the arriving token, so rows still sum to 1.  Every warm entry of an earlier token
+    is then chained, hence every heavy one; entries already chained are unchanged.  Composes with any attention
+    strategy (``adversary.strategies``) to draw traces inside Theorem 4's corrected premise.
+    """
+    rho, W, tau = _check_persistence_params(rho, W, tau)
+    cut = rho * tau
+    chained: dict[int, int] = {}
+    rows = []
+    for t, idx, w in trace.rows():
+        row = dict(zip(idx.tolist(), w.tolist()))
+        excess = 0.0
+        for i, x in row.items():
+            if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
+                excess += x - cut / 2
+                row[i] = cut / 2
+        if excess:
+            row[t] = row.get(t, 0.0) + excess
+        for i, x in row.items():
+            if x >= cut and (i == t or chained.get(i, -W - 1) >= t - W):
+                chained[i] = t
+        rows.append(row)
+    return attention_from_rows(rows, f"{trace.source} (chain-persistent rho={rho:g}, W={W}, tau={tau:g})")
+
+
+def stationary_zipf_trace(n: int, s: float, extra: int, stored: int) -> AttentionTrace:
+    """Rows of the Fig. 13 model: row ``t`` is Zipf(s) by token id over tokens ``0..min(t, n-1)`` (rank = id, so a
+    token is as important at every step: fully persistent); only the top ``stored`` ranks are stored, the rest is
+    the row's residual (unattributed mass).  ``n + extra`` rows."""
+    n, extra, stored = check_int(n, "n", 1), check_int(extra, "extra", 0), check_int(stored, "stored", 1)
+    indptr, idx, wts, res = [0], [], [], []
+    for t in range(n + extra):
+        m = min(t + 1, n)
+        z = zipf_weights(m, s)
+        top = min(m, stored)
+        idx.extend(range(top))
+        wts.extend(z[:top].tolist())
+        res.append(float(z[top:].sum()))
+        indptr.append(len(idx))
+    return AttentionTrace(np.asarray(indptr, dtype=np.int64), np.asarray(idx, dtype=np.int64),
+                          np.asarray(wts), np.asarray(res), f"stationary zipf(n={n}, s={s:g})")
 
 
 def persistent_attention(T: int, rho: float, W: int, tau: float, *, focus: int = 8, zipf_s: float = 1.1,

@@ -1,57 +1,20 @@
 """Every figure of the paper (and of the seed-002 figure page) rebuilt from its formula or from code-defined data.
 
 ``FIGURES`` maps a figure id (the paper's number as a string, ``"1"``..``"15"``, or ``"seed002"``) to a
-:class:`~figures.registry.FigureSpec`: builder, title, caption stating the formula, output stem.
-``build(fig_id, out_dir, data=None)`` writes ``<stem>.png`` and ``<stem>.svg`` and returns their paths; ``data``
-is the optional measured overlay documented in ``FIGURES[fig_id].data_doc`` (absent -> formula only).
-Output bytes are a function of the inputs alone (see :mod:`figures._style`).
+:class:`~figures.registry.FigureSpec`; ``build(fig_id, out_dir, data=None)`` writes ``<stem>.png`` and
+``<stem>.svg``.  They live in :mod:`figures.catalogue` and are loaded on first use, so that importing a data module
+such as :mod:`figures.published_data` does not import matplotlib.
 """
 
-from __future__ import annotations
-
-from pathlib import Path
-
-import matplotlib
-
-from kvcore.errors import ParameterError
-
-from . import _style
-from .registry import FIGURES, FigureSpec
-
-# Import order fixes registry order; each module registers its figures on import.
-from . import diagrams, analytic, attention, published, blocks  # noqa: E402,F401  (registration side effect)
-
-FIGURES = dict(sorted(FIGURES.items(), key=lambda kv: (kv[1].number is None, kv[1].number or 0, kv[0])))
+_CATALOGUE_NAMES = ("FIGURES", "FigureSpec", "build", "build_all", "spec")
 
 
-def spec(fig_id: int | str) -> FigureSpec:
-    """The spec of ``fig_id`` (``3``, ``"3"``, ``"fig3"``, ``"seed002"``); unknown -> ParameterError."""
-    key = str(fig_id).strip().lower()
-    if key.startswith("fig"):
-        key = key[3:].lstrip("_ .")
-    if key.isdigit():
-        key = str(int(key))
-    if key not in FIGURES:
-        raise ParameterError(f"unknown figure {fig_id!r} (known: {', '.join(FIGURES)})")
-    return FIGURES[key]
+def __getattr__(name: str):
+    if name in _CATALOGUE_NAMES:
+        from . import catalogue
+
+        return getattr(catalogue, name)
+    raise AttributeError(f"module 'figures' has no attribute {name!r}")
 
 
-def build(fig_id: int | str, out_dir: str | Path, data: dict | None = None) -> list[Path]:
-    """Build one figure into ``out_dir`` as PNG and SVG; returns ``[png_path, svg_path]``."""
-    s = spec(fig_id)
-    # rcParams are read both when artists are created and when the file is written: hold them for both.
-    with matplotlib.rc_context(_style.RC):
-        fig = s.builder(data)
-        return _style.save(fig, Path(out_dir), s.stem)
-
-
-def build_all(out_dir: str | Path, data: dict | None = None) -> dict[str, list[Path]]:
-    """Build every figure; ``data`` maps figure id -> that figure's data (missing ids draw formula-only).
-
-    An unknown id in ``data`` is a ParameterError before anything is written.
-    """
-    by_id = {spec(k).fig_id: v for k, v in (data or {}).items()}  # accepts 3, "3", "fig03" alike
-    return {fid: build(fid, out_dir, by_id.get(fid)) for fid in FIGURES}
-
-
-__all__ = ["FIGURES", "FigureSpec", "build", "build_all", "spec"]
+__all__ = list(_CATALOGUE_NAMES)

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from kvcore.errors import KVToolkitError
 
-from . import FIGURES, build_all
+from .catalogue import FIGURES, build_all
 
 
 def main(argv: list[str]) -> int:

@@ -1,58 +1,44 @@
 """The seed-002 figure page rebuilt: EMA trace, decision matrix, alpha sweep and persistence ablation.
 
-Numbers of the worked example (EMA values, priorities) are computed by the block policy's own pure functions in
-``policies.ema_block`` (imported lazily: figures sit above policies and must not re-implement their formulas);
-reported hit rates come from ``figures/data/published.json`` and measured ones from the caller.
+Numbers of the worked example (EMA values, priorities) are computed by the page's formulas in
+:mod:`kvcore.formulas` (the same functions the EMA-Block policy uses); reported hit rates come from
+``figures/data/published.json`` and measured ones from the caller.
 """
 
 from __future__ import annotations
 
-from importlib import import_module
-
 import numpy as np
+
+from kvcore.formulas import ema_half_life, ema_update, eviction_priority
 
 from . import _data
 from ._style import new_figure, titled
-from .published import load_published
+from .published_data import load_published
 from .registry import figure
 
 
-def _ema_functions():
-    """``policies.ema_block`` if importable, else ``(None, reason)``."""
-    try:
-        mod = import_module("policies.ema_block")
-        for name in ("ema_update", "ema_half_life", "eviction_priority"):
-            getattr(mod, name)
-        return mod, ""
-    except (ImportError, AttributeError) as exc:
-        return None, f"policies.ema_block not available ({type(exc).__name__}: {exc})"
-
-
 def worked_example() -> dict:
-    """The page's worked example computed by ``policies.ema_block``: EMA trace, half-life, priorities.
+    """The page's worked example computed by :mod:`kvcore.formulas`: EMA trace, half-life, priorities.
 
     Returns ``{"alpha", "beta", "raw", "ema", "raw_mean", "half_life", "matrix": [...], "blocks": [...]}`` where each
-    matrix/block record gains ``"p"`` (the eviction priority); ``{"error": reason}`` if the policy module is absent.
+    matrix/block record gains ``"p"`` (the eviction priority).
     """
-    mod, reason = _ema_functions()
-    if mod is None:
-        return {"error": reason}
     ex = load_published()["seed002_block_study"]["worked_example_inputs"]
     alpha, beta = ex["alpha"], ex["beta"]
     ema, score = [], 0.0
     for a in ex["attention_scores"]:
-        score = mod.ema_update(score, a, alpha)
+        score = ema_update(score, a, alpha)
         ema.append(score)
-    with_p = lambda recs: [dict(r, p=mod.eviction_priority(r["score"], r["steps"], beta)) for r in recs]  # noqa: E731
+    with_p = lambda recs: [dict(r, p=eviction_priority(r["score"], r["steps"], beta)) for r in recs]  # noqa: E731
     return {"alpha": alpha, "beta": beta, "raw": list(ex["attention_scores"]), "ema": ema,
-            "raw_mean": float(np.mean(ex["attention_scores"])), "half_life": mod.ema_half_life(alpha),
+            "raw_mean": float(np.mean(ex["attention_scores"])), "half_life": ema_half_life(alpha),
             "matrix": with_p(ex["decision_matrix"]), "blocks": with_p(ex["blocks"])}
 
 
 @figure("seed002", "seed002_block_eviction", "Seed 002: attention-aware block eviction",
         "score <- alpha * new + (1 - alpha) * score; p = (1 - score) * (1 - exp(-beta * steps))",
         "The seed-002 figure page: (a) EMA trace of the worked example, score <- alpha * new + (1 - alpha) * score; "
-        "p = (1 - score) * (1 - exp(-beta * steps)) -- values computed by policies.ema_block; (b) the decision "
+        "p = (1 - score) * (1 - exp(-beta * steps)) -- values computed by kvcore.formulas; (b) the decision "
         "matrix with computed priorities p; (c) hit rate vs alpha and (d) the persistent-state ablation, as "
         "reported by the page (simulated, provisional) and as measured by the toolkit when given.")
 def seed002(data: dict | None = None):
@@ -81,13 +67,8 @@ def seed002(data: dict | None = None):
     ax_ema, ax_mat = fig.add_subplot(gs[0, 0]), fig.add_subplot(gs[0, 1])
     ax_sweep, ax_pers = fig.add_subplot(gs[1, 0]), fig.add_subplot(gs[1, 1])
     ex = worked_example()
-    if "error" in ex:
-        for ax in (ax_ema, ax_mat):
-            ax.text(0.5, 0.5, ex["error"], ha="center", va="center", wrap=True, fontsize=9, transform=ax.transAxes)
-            ax.set_axis_off()
-    else:
-        _ema_panel(ax_ema, ex)
-        _matrix_panel(ax_mat, ex)
+    _ema_panel(ax_ema, ex)
+    _matrix_panel(ax_mat, ex)
     _sweep_panel(ax_sweep, study, sweep_measured, measured_label)
     _persistence_panel(ax_pers, study, pers_measured, measured_label)
     titled(fig, "Seed 002: attention-aware block eviction (LRFU scoring), rebuilt")

@@ -9,7 +9,6 @@ edge an optional ``label``.  Fig. 5 is rendered from :data:`DICTIONARY`; Fig. 12
 from __future__ import annotations
 
 import textwrap
-from importlib import import_module
 
 import networkx as nx
 from matplotlib.patches import FancyArrowPatch
@@ -215,22 +214,18 @@ def fig5(data: dict | None = None):
 UNIFICATION_FIELDS = ("label", "gda_params", "equivalent", "equivalent_params", "model", "note")
 
 
-def unification_rows() -> tuple[list[tuple[str, ...]], str]:
-    """Rows of ``policies.gda.UNIFICATION`` as text, and a note ('' when the records were read).
-
-    Imported lazily: the policy layer is written separately, and this figure renders whatever records it holds.
-    A record may be a mapping or an object with the fields of :data:`UNIFICATION_FIELDS`; dict-valued parameters are
-    printed as ``key=value`` pairs in key order.
+def unification_rows() -> list[tuple[str, ...]]:
+    """Rows of ``policies.gda.UNIFICATION`` (the records the policy tests check) as text.  A record may be a mapping
+    or an object with the fields of :data:`UNIFICATION_FIELDS`; dict-valued parameters are printed as
+    ``key=value`` pairs in key order.
     """
-    try:
-        records = import_module("policies.gda").UNIFICATION
-    except (ImportError, AttributeError) as exc:
-        return [], f"policies.gda.UNIFICATION is not available ({type(exc).__name__}: {exc}); no rows to render."
+    from policies.gda import UNIFICATION as records
+
     rows = []
     for rec in records:
         get = rec.get if isinstance(rec, dict) else (lambda name, _r=rec: getattr(_r, name, ""))
         rows.append(tuple(_cell(get(f)) for f in UNIFICATION_FIELDS))
-    return rows, ""
+    return rows
 
 
 def _cell(value) -> str:
@@ -248,6 +243,6 @@ def _cell(value) -> str:
 def fig12(data: dict | None = None):
     """The unification table read from ``policies.gda.UNIFICATION`` (no data)."""
     _data.mapping("12", data, set())
-    rows, note = unification_rows()
+    rows = unification_rows()
     return _table_figure("Figure 12: one policy, GD-A, at several settings", UNIFICATION_FIELDS, rows,
-                         (0.12, 0.17, 0.1, 0.12, 0.05, 0.44), note=note)
+                         (0.12, 0.17, 0.1, 0.12, 0.05, 0.44))

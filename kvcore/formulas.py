@@ -44,6 +44,41 @@ def landlord_bound(k: int, h: int) -> float:
     return k / (k - h + 1)
 
 
+@dataclass(frozen=True)
+class Guarantee:
+    """A competitive bound a policy can promise (policy metadata ``guarantee``, :mod:`policies.registry`).
+
+    ``value(k, h)`` is the bound on ``ALG_k / OPT_h`` with additive constant 0 (both caches start empty, cold misses
+    count).  ``expectation``: a bound on the expected cost of a randomized policy, against an oblivious adversary.
+    ``augmentation``: stated for every ``h <= k``; otherwise only for ``h = k``.
+    """
+
+    name: str
+    expectation: bool
+    augmentation: bool
+    source: str
+
+    def value(self, k: int, h: int | None = None) -> float:
+        h = k if h is None else h
+        if not self.augmentation and h != k:
+            raise ValueError(f"{self.name} is stated for h = k only (got h = {h}, k = {k})")
+        if self.name == "k/(k-h+1)":
+            return landlord_bound(k, h)
+        if self.name == "2H_k-1":
+            return 2 * harmonic(k) - 1
+        return harmonic(k)
+
+    def applies(self, k: int, h: int) -> bool:
+        return self.augmentation or h == k
+
+
+GUARANTEES = {g.name: g for g in (
+    Guarantee("k/(k-h+1)", False, True, "Sleator & Tarjan, CACM 1985; Young, Algorithmica 2002 (Eq. 8)"),
+    Guarantee("2H_k-1", True, False, "Fiat et al., J. Algorithms 1991; Achlioptas, Chrobak & Noga, TCS 2000"),
+    Guarantee("H_k", True, False, "McGeoch & Sleator, Algorithmica 1991 (optimal randomized ratio, Eq. 9)"),
+)}
+
+
 # ---------------------------------------------------------------------------------------------------------------
 # Figure-level quantities (issue 5): model shapes, Eq. 3 throughput, Zipf tail mass, decode roofline, Lemma 1 decay.
 # ---------------------------------------------------------------------------------------------------------------
@@ -256,3 +291,35 @@ def blocks_in_budget(budget_bytes: float, block_bytes: float) -> int:
     _need(budget_bytes >= 0 and block_bytes > 0,
           f"budget = {budget_bytes}, block = {block_bytes} bytes: need budget >= 0 and block > 0")
     return int(budget_bytes // block_bytes)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The figure page's block scoring (seed 002): LRFU-style EMA score and the recency-decayed eviction priority.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def ema_update(score: float, new_score: float, alpha: float) -> float:
+    """One EMA step: ``alpha * new_score + (1 - alpha) * score`` (seed 002)."""
+    return alpha * new_score + (1.0 - alpha) * score
+
+
+def ema_decayed(score: float, steps: int, alpha: float) -> float:
+    """The score after ``steps`` unattended steps (``new = 0`` each): ``score * (1 - alpha) ** steps``."""
+    return score * (1.0 - alpha) ** steps
+
+
+def ema_half_life(alpha: float) -> float:
+    """Steps for an unattended score to halve: ``ln 0.5 / ln(1 - alpha)`` (seed 002: 13.5 at alpha = 0.05)."""
+    if not 0.0 < alpha < 1.0:
+        raise ParameterError(f"alpha = {alpha}: the half-life needs 0 < alpha < 1")
+    return math.log(0.5) / math.log1p(-alpha)
+
+
+def recency_decay(steps: float, beta: float) -> float:
+    """``1 - exp(-beta * steps)`` (seed 002): 0 for a block accessed now, towards 1 for a long-idle block."""
+    return -math.expm1(-beta * steps)
+
+
+def eviction_priority(score: float, steps: float, beta: float) -> float:
+    """Seed 002's eviction priority ``(1 - score) * (1 - exp(-beta * steps))``; the highest is evicted."""
+    return (1.0 - score) * recency_decay(steps, beta)

@@ -51,10 +51,10 @@ OPT_NAMES = {"opt", "belady"}
 
 
 def cmd_simulate(args) -> int:
-    from kvcore.engine import check_capacity, run
+    from kvcore.engine import check_capacity
+    from kvcore.measure import measure, ratio
     from kvcore.optima import optimum
     from kvcore.traces import AttentionTrace, load_trace
-    from theorems.verify import ratio
 
     import policies
 
@@ -65,23 +65,25 @@ def cmd_simulate(args) -> int:
     trace = load_trace(args.trace)
     if args.model == "nm" and not isinstance(trace, AttentionTrace):
         raise ParameterError(f"{args.trace}: model nm needs an attention trace (.npz with kind='attention')")
-    opt = optimum(trace, h, args.model, theta=args.theta)
     params = dict(parse_param(p) for p in args.param)
     if args.policy.lower() in OPT_NAMES:
         if params:
             raise ParameterError("--param does not apply to the optimum")
-        name, cost, misses, steps, requests = "OPT", opt.cost, opt.misses, len(trace), None
+        opt = optimum(trace, h, args.model, theta=args.theta)
+        name, cost, misses = "OPT", opt.cost, opt.misses
     else:
-        info = policies.get(args.policy)
-        if args.model not in info.models:
-            raise ParameterError(f"policy {info.name} does not support model {args.model} "
-                                 f"(supports: {', '.join(info.models)})")
-        res = run(policies.make(info.name, **params), trace, k, args.model, seed=args.seed, theta=args.theta)
-        name, cost, misses, steps, requests = info.name, res.cost, res.misses, res.steps, res.requests
+        if ":" not in args.policy:
+            info = policies.get(args.policy)
+            if args.model not in info.models:
+                raise ParameterError(f"policy {info.name} does not support model {args.model} "
+                                     f"(supports: {', '.join(info.models)})")
+        m = measure(policies.resolve(args.policy, params), trace, k, h, model=args.model, seeds=(args.seed,),
+                    theta=args.theta)
+        opt, name, cost, misses = m.opt, m.policy, m.cost, m.misses[0]
     out = {"policy": name, "capacity": k, "opt_capacity": h, "model": args.model, "trace": str(args.trace),
-           "steps": steps, "requests": requests if requests is not None else _requests(trace, args),
-           "cost": cost, "misses": misses, "opt_cost": opt.cost, "opt_misses": opt.misses,
-           "ratio": _json_number(ratio(cost, opt.cost)), "seed": args.seed, "params": params}
+           "steps": trace.T, "requests": _requests(trace, args), "cost": cost, "misses": misses,
+           "opt_cost": opt.cost, "opt_misses": opt.misses, "ratio": _json_number(ratio(cost, opt.cost)),
+           "seed": args.seed, "params": params}
     if args.model == "nm":
         out["tracking_gap"] = cost - opt.cost
         out["unattributed_mass"] = float(trace.residual.sum())
@@ -146,7 +148,7 @@ def _build_figures(ids, profile, fig_dir: Path) -> dict[str, list[str]]:
     import time
 
     import figures
-    from theorems.results import figure_data
+    from theorems.results.overlays import figure_data
 
     from .report import progress
 
@@ -223,7 +225,7 @@ def cmd_claim(args) -> int:
         raise ParameterError(f"unknown claim id {args.id!r} (see 'python -m paper_check list')")
     out_dir = check_out_dir(Path(args.out) if args.out else PACKAGE_DIR / "out")
     res = run_claims([args.id], Context(_profile(args), out_dir))[args.id]
-    rec = claim_record(args.id, res)
+    rec = claim_record(args.id, res, _profile(args))
     if args.json:
         print(dumps(rec))
         return 0

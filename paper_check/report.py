@@ -56,17 +56,17 @@ def run_claims(ids: Iterable[str], ctx: Context) -> dict[str, ClaimResult]:
     for n, cid in enumerate(ids, 1):
         c = CLAIMS[cid]
         t0 = time.perf_counter()
-        res = c.check(ctx)
+        res = c.run(ctx)
         progress(f"[claim {n}/{len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
         results[cid] = res
     return results
 
 
-def claim_record(cid: str, res: ClaimResult) -> dict:
+def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:
     c = CLAIMS[cid]
     return to_jsonable({"id": cid, "source": c.source, "claim": c.claim, "verdict": res.verdict,
                         "summary": res.summary, "values": res.values, "expected": res.expected,
-                        "evidence": res.evidence, "correction": res.correction})
+                        "evidence": res.evidence, "correction": res.correction, "sizes": c.sizes_at(profile)})
 
 
 def write_ledger(results: dict[str, ClaimResult]) -> Path:
@@ -139,8 +139,7 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
              "figure page (seed 002), recomputed by this toolkit.  Verdicts: **holds**, **holds-with-correction** "
              "(the correction is stated), **refuted** (with the counterexample), **not-checkable** (the missing "
              "input is named).", "",
-             f"Profile `{profile.name}`: " + ", ".join(f"{k} = {v}" for k, v in profile.as_dict().items()
-                                                       if k != "name") + ".", ""]
+             f"Profile `{profile.name}`: {profile.description}; each claim's sizes are listed with it.", ""]
     counts: dict[str, int] = {}
     for r in records:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
@@ -156,6 +155,8 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
                   f"**Verdict: {r['verdict']}.** {r['summary']}", ""]
         if r.get("correction"):
             lines += [f"*Correction:* {r['correction']}", ""]
+        if r.get("sizes"):
+            lines += ["Sizes: " + ", ".join(f"{k} = {v}" for k, v in r["sizes"].items()), ""]
         lines += ["Expected (as the source states it):", "", "```json", dumps(r["expected"]), "```", "",
                   "Computed:", "", "```json", dumps(r["values"]), "```", ""]
         if r["evidence"]:
@@ -172,7 +173,7 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
 
 def write_report(out_dir: Path, profile: Profile, results: dict[str, ClaimResult], figures: dict[str, list[str]],
                  real: dict | None = None) -> tuple[Path, Path, list[str]]:
-    records = [claim_record(cid, res) for cid, res in results.items()]
+    records = [claim_record(cid, res, profile) for cid, res in results.items()]
     changes = ledger_changes(results)
     doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes,
            "real_traces": real["report"] if real else None}

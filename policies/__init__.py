@@ -7,7 +7,7 @@ The shared test matrix (``tests/test_policy_matrix.py``) and every applicable th
 from importlib import import_module
 
 from .base import Policy
-from .registry import REGISTRY, PolicyInfo, all_policies, get, make, register
+from .registry import REGISTRY, PolicyInfo, all_policies, get, make, register, resolve
 
 # -- classic paging policies (issue 2) --
 _MODULES = [
@@ -24,8 +24,12 @@ _MODULES += [
     "ema_block",
     "persistent_state",
 ]
+# -- controls and wrappers the theorem modules measure (Sections 8 and 10) --
+_MODULES += ["default_fixed_ties", "sink_pinned"]
+_MODULES += ["online_min"]  # the H_k-competitive randomized paging algorithm (issue 13)
 
 for _m in _MODULES:
     import_module(f"{__name__}.{_m}")
+import_module(f"{__name__}.kernels")  # pairs LRU, FIFO, LFU with kvcore's array kernels (fast path of the engine)
 
-__all__ = ["Policy", "PolicyInfo", "REGISTRY", "all_policies", "get", "make", "register"]
+__all__ = ["Policy", "PolicyInfo", "REGISTRY", "all_policies", "get", "make", "register", "resolve"]

@@ -41,6 +41,7 @@ class ACC(Policy):
     protect_arrival: bool = True
 
     name = "ACC"
+    signal = "importance"
     models = frozenset({"rm", "nm"})
     citation = ("the paper, Section 5 (Theorem 2); score of Zhang et al., H2O: Heavy-Hitter Oracle, NeurIPS 2023")
     persistable = True

@@ -36,6 +36,7 @@ class Balance(Policy):
     """
 
     name = "Balance"
+    signal = "cost"
     models = frozenset({"rm"})
     citation = ("Chrobak, Karloff, Payne & Vishwanathan, New results on server problems, SIAM J. Discrete Math. 1991; "
                 "Young, On-line caching as cache size varies, SODA 1991")

@@ -28,6 +28,9 @@ from typing import ClassVar
 
 import numpy as np
 
+from kvcore.engine import policy_name
+from kvcore.errors import ContractViolation
+
 
 class Policy:
     """Base class of every registered policy (see module docstring)."""
@@ -37,6 +40,15 @@ class Policy:
     models: ClassVar[frozenset[str]] = frozenset({"rm"})
     citation: ClassVar[str] = ""
     persistable: ClassVar[bool] = False
+    # What the policy promises (read by the theorem modules and the fuzzer, never a hand list): the competitive bound
+    # it is known to meet at its default parameters -- a key of kvcore.formulas.GUARANTEES ("k/(k-h+1)", "2H_k-1",
+    # "H_k") or None -- whether that bound holds with per-item fault costs (weighted caching), and whether the
+    # policy is lazy: it evicts only as many items as a fault needs, so its cache stays full (FWF is not).
+    guarantee: ClassVar[str | None] = None
+    weighted: ClassVar[bool] = False
+    lazy: ClassVar[bool] = True
+    # What the eviction order is computed from, in the paper's taxonomy (Section 2.4): one of SIGNALS.
+    signal: ClassVar[str | None] = None
 
     k: int
     rng: np.random.Generator
@@ -59,7 +71,11 @@ class Policy:
         self.on_hit(t, item, cost)
 
     def evict(self, t: int, need: int, protected: frozenset) -> list[int]:
-        return self.victims(t, need, protected)
+        self._evicting = (protected, set())  # what drop() checks each victim against (see _check_victim)
+        try:
+            return self.victims(t, need, protected)
+        finally:
+            self._evicting = None
 
     def observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
         self.on_observe(t, items, weights)
@@ -74,8 +90,26 @@ class Policy:
         return chosen
 
     def drop(self, t: int, item: int) -> None:
+        self._check_victim(t, item)
         self.resident.discard(item)
         self.on_evict(t, item)
+
+    def _check_victim(self, t: int, item: int) -> None:
+        """The engine's victim contract, checked here too so that a bad choice is reported before the policy's own
+        ``on_evict`` (or ``export_state``) sees an item it does not hold: an integer id, resident, not chosen twice
+        and, during :meth:`evict`, not requested at this step.  Raises ContractViolation naming policy, step, item."""
+        name = policy_name(self)
+        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+            raise ContractViolation(name, t, f"victim {item!r} is not an item id")
+        protected, dropped = getattr(self, "_evicting", None) or (frozenset(), None)
+        if dropped is not None and item in dropped:
+            raise ContractViolation(name, t, "evicts the same item twice", item)
+        if item not in self.resident:
+            raise ContractViolation(name, t, "evicts an item that is not resident", item)
+        if item in protected:
+            raise ContractViolation(name, t, "evicts an item requested at this step", item)
+        if dropped is not None:
+            dropped.add(item)
 
     def victim(self, t: int, protected: frozenset) -> int:
         raise NotImplementedError(f"{type(self).__name__} must implement victim()")

@@ -31,6 +31,7 @@ class DecayedACC(ACC):
     gamma: float = 0.9
 
     name = "DecayedACC"
+    signal = "importance"
     citation = "the paper, Section 5 (Lemma 1)"
 
     def __post_init__(self) -> None:

@@ -38,6 +38,7 @@ class DefaultPolicy(Policy):
     half_life: float | None = None
 
     name = "Default"
+    signal = "hybrid"
     deterministic = False
     models = frozenset({"nm"})
     citation = "the paper, Section 10 (GD-A with a recency floor)"
@@ -131,9 +132,13 @@ class DefaultPolicy(Policy):
         else:
             self._sinks.remove(item)
 
+    def pick_tie(self, ties: list[int]) -> int:
+        """The victim among tokens of exactly equal least score: uniform at random (the Section 10 rule)."""
+        return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else ties[0]
+
     def victim(self, t, protected):
         if self._zero:
-            return self._zero[int(self.rng.integers(len(self._zero)))] if len(self._zero) > 1 else self._zero[0]
+            return self.pick_tie(self._zero)
         heap = self._heap
         if len(heap):
             first = heap.min()
@@ -144,7 +149,7 @@ class DefaultPolicy(Policy):
                 if heap.key[nxt] != low:
                     break
                 ties.append(nxt)
-            return ties[int(self.rng.integers(len(ties)))] if len(ties) > 1 else first
+            return self.pick_tie(ties)
         if self._floor:
             return self._floor[0]
         return self._sinks[-1]

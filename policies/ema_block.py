@@ -66,36 +66,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvcore.errors import ParameterError
+from kvcore.formulas import ema_decayed, ema_update, eviction_priority, recency_decay
 
 from .base import Policy
 from .registry import register
-
-
-def ema_update(score: float, new_score: float, alpha: float) -> float:
-    """One EMA step: ``alpha * new_score + (1 - alpha) * score`` (seed 002)."""
-    return alpha * new_score + (1.0 - alpha) * score
-
-
-def ema_decayed(score: float, steps: int, alpha: float) -> float:
-    """The score after ``steps`` unattended steps (``new = 0`` each): ``score * (1 - alpha) ** steps``."""
-    return score * (1.0 - alpha) ** steps
-
-
-def ema_half_life(alpha: float) -> float:
-    """Steps for an unattended score to halve: ``ln 0.5 / ln(1 - alpha)`` (seed 002: 13.5 at alpha = 0.05)."""
-    if not 0.0 < alpha < 1.0:
-        raise ParameterError(f"alpha = {alpha}: the half-life needs 0 < alpha < 1")
-    return math.log(0.5) / math.log1p(-alpha)
-
-
-def recency_decay(steps: float, beta: float) -> float:
-    """``1 - exp(-beta * steps)`` (seed 002): 0 for a block accessed now, towards 1 for a long-idle block."""
-    return -math.expm1(-beta * steps)
-
-
-def eviction_priority(score: float, steps: float, beta: float) -> float:
-    """Seed 002's eviction priority ``(1 - score) * (1 - exp(-beta * steps))``; the highest is evicted."""
-    return (1.0 - score) * recency_decay(steps, beta)
 
 
 @register
@@ -116,6 +90,7 @@ class EMABlock(Policy):
     unattended: str = "decay"
 
     name = "EMA-Block"
+    signal = "hybrid"
     models = frozenset({"rm"})
     citation = ("Lee, Choi, Kim, Noh, Min, Cho, Kim: On the existence of a spectrum of policies that subsumes the "
                 "LRU and LFU policies, ACM SIGMETRICS 1999")

@@ -18,8 +18,10 @@ class FIFO(Policy):
     """
 
     name = "FIFO"
+    signal = "recency"
     models = frozenset({"rm", "nm"})
     citation = "Sleator & Tarjan, Amortized efficiency of list update and paging rules, CACM 1985"
+    guarantee = "k/(k-h+1)"
 
     def on_reset(self) -> None:
         self._order: OrderedDict[int, None] = OrderedDict()

@@ -23,9 +23,12 @@ class FWF(Policy):
     """
 
     name = "FWF"
+    signal = "recency"
     models = frozenset({"rm"})
     citation = ("Karlin, Manasse, Rudolph & Sleator, Competitive snoopy caching, Algorithmica 1988; "
                 "Young, On-line file caching, SODA 1998 / Algorithmica 2002")
+    guarantee = "k/(k-h+1)"
+    lazy = False  # flushes every unrequested item on a fault
 
     def victims(self, t, need, protected):
         flushed = sorted(i for i in self.resident if i not in protected)

@@ -80,8 +80,12 @@ class GDA(Policy):
     n_pinned: int = 0
 
     name = "GD-A"
+    signal = "hybrid"
     models = frozenset({"rm", "nm"})
     citation = "the paper, Section 6 (Eq. 11, Theorem 3); Landlord: Young, On-line file caching, SODA 1998"
+    # Theorem 3 as corrected (RM defaults: weight = fault cost, credits raised on requests only; see the report)
+    guarantee = "k/(k-h+1)"
+    weighted = True
     persistable = True
 
     def __post_init__(self) -> None:
@@ -95,17 +99,21 @@ class GDA(Policy):
         check_number(self.name, "threshold", self.threshold, allow_inf=True)
         check_gamma(self.name, self.gamma)
         check_count(self.name, "n_pinned", self.n_pinned)
+        self._zero_ops()  # so that ``ops`` reads all zeros before the first run
+
+    def _zero_ops(self) -> None:
+        self._heap = RisingKeyHeap()
+        self._evictions = self._rent_updates = self._updates = self._admissions = 0
 
     # -- state ---------------------------------------------------------------------------------------------------
     def on_reset(self) -> None:
-        self._heap = RisingKeyHeap()
+        self._zero_ops()
         self._rent = 0.0
         self._decay = LazyDecay(self.gamma)
         self._clock = count()
         self._pinned = min(self.n_pinned, self.k)
         self._now = 0
         self._w: dict[int, float] = {}
-        self._evictions = self._rent_updates = self._updates = self._admissions = 0
 
     def _weight(self, item: int, cost: float) -> float:
         if item < self._pinned:

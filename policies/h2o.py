@@ -34,6 +34,7 @@ class H2O(Policy):
     recent_fraction: float = 0.5
 
     name = "H2O"
+    signal = "importance"  # Section 2.4 lists H2O among the importance methods (heavy hitters)
     models = frozenset({"nm"})
     citation = ("Zhang et al., H2O: Heavy-Hitter Oracle for Efficient Generative Inference of Large Language "
                 "Models, NeurIPS 2023")

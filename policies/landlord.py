@@ -44,8 +44,11 @@ class Landlord(Policy):
     beta: float = 1.0
 
     name = "Landlord"
+    signal = "cost"
     models = frozenset({"rm"})
     citation = "Young, On-line file caching, SODA 1998; Algorithmica 33, 2002"
+    guarantee = "k/(k-h+1)"
+    weighted = True
     persistable = True
 
     def __post_init__(self):

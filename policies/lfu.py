@@ -28,6 +28,7 @@ class LFU(Policy):
     """
 
     name = "LFU"
+    signal = "frequency"
     models = frozenset({"rm"})
     citation = "Sleator & Tarjan, Amortized efficiency of list update and paging rules, CACM 1985"
     persistable = True

@@ -20,6 +20,7 @@ class LIFO(Policy):
     """
 
     name = "LIFO"
+    signal = "recency"
     models = frozenset({"rm", "nm"})
     citation = "Sleator & Tarjan, Amortized efficiency of list update and paging rules, CACM 1985"
 

@@ -47,6 +47,7 @@ class LRFU(Policy):
     mass_weighted: bool = False
 
     name = "LRFU"
+    signal = "hybrid"
     models = frozenset({"rm", "nm"})
     citation = ("Lee et al., On the existence of a spectrum of policies that subsumes the LRU and LFU policies, "
                 "SIGMETRICS 1999")

@@ -32,10 +32,12 @@ class Marking(Policy):
     threshold: float = 0.1
 
     name = "Marking"
+    signal = "recency"
     deterministic = False
     models = frozenset({"rm", "nm"})
     citation = ("Fiat, Karp, Luby, McGeoch, Sleator & Young, Competitive paging algorithms, "
                 "J. Algorithms 12, 1991")
+    guarantee = "2H_k-1"
 
     def __post_init__(self):
         if not (0.0 <= self.threshold <= 1.0):

@@ -74,6 +74,7 @@ class Random(Policy):
     """
 
     name = "Random"
+    signal = "none"
     deterministic = False
     models = frozenset({"rm", "nm"})
     citation = "Raghavan & Snir, Memory versus randomization in on-line algorithms, ICALP 1989"

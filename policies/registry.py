@@ -6,10 +6,15 @@ Names are case-insensitive.  ``make(name, **params)`` builds an instance with pa
 from __future__ import annotations
 
 import dataclasses
+import importlib
+import sys
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from kvcore.errors import ParameterError
+from kvcore.formulas import GUARANTEES
+from kvcore.engine import INTERFACE_METHODS
+from kvcore.measure import is_policy, policy_factory
 
 from .base import Policy
 
@@ -23,15 +28,23 @@ class PolicyInfo:
     params: dict[str, Any]
     citation: str
     summary: str
+    guarantee: str | None = None
+    weighted: bool = False
+    lazy: bool = True
+    signal: str | None = None
 
     def as_dict(self) -> dict:
         return {"name": self.name, "deterministic": self.deterministic, "models": list(self.models),
                 "params": {k: (v if isinstance(v, (int, float, str, bool, type(None))) else repr(v))
                            for k, v in self.params.items()},
-                "citation": self.citation, "summary": self.summary}
+                "citation": self.citation, "summary": self.summary, "guarantee": self.guarantee,
+                "weighted": self.weighted, "lazy": self.lazy, "signal": self.signal}
 
 
 REGISTRY: dict[str, PolicyInfo] = {}
+METADATA = ("guarantee", "weighted", "lazy", "signal")
+# The paper's taxonomy of eviction signals (Section 2.4), plus the weighted-caching and signal-free rules.
+SIGNALS = ("recency", "frequency", "importance", "hybrid", "cost", "none")
 
 
 def _defaults(cls: type) -> dict[str, Any]:
@@ -55,9 +68,16 @@ def register(cls: type) -> type:
     key = cls.name.lower()
     if key in REGISTRY and REGISTRY[key].cls is not cls:
         raise TypeError(f"policy name {cls.name!r} registered twice")
+    if cls.guarantee is not None and cls.guarantee not in GUARANTEES:
+        raise TypeError(f"{cls.__name__}: guarantee {cls.guarantee!r} is not one of {sorted(GUARANTEES)}")
+    if GUARANTEES.get(cls.guarantee) is not None and GUARANTEES[cls.guarantee].expectation == cls.deterministic:
+        raise TypeError(f"{cls.__name__}: guarantee {cls.guarantee!r} does not fit deterministic = {cls.deterministic}")
+    if cls.signal is not None and cls.signal not in SIGNALS:
+        raise TypeError(f"{cls.__name__}: signal {cls.signal!r} is not one of {SIGNALS}")
     doc = (cls.__doc__ or "").strip().splitlines()
     REGISTRY[key] = PolicyInfo(cls.name, cls, cls.deterministic, tuple(sorted(cls.models)), _defaults(cls),
-                               cls.citation, doc[0] if doc else "")
+                               cls.citation, doc[0] if doc else "", cls.guarantee, cls.weighted, cls.lazy,
+                               cls.signal)
     return cls
 
 
@@ -78,8 +98,73 @@ def make(name: str, **params: Any) -> Policy:
     return info.cls(**params)
 
 
-def all_policies(model: str | None = None, deterministic: bool | None = None) -> list[PolicyInfo]:
-    """Registered policies, sorted by name, optionally filtered by model and determinism."""
+def all_policies(model: str | None = None, deterministic: bool | None = None, **declared: Any) -> list[PolicyInfo]:
+    """Registered policies, sorted by name, filtered by model, determinism and declared metadata, e.g.
+    ``all_policies("rm", guarantee="k/(k-h+1)", weighted=True)`` or ``all_policies("rm", lazy=True)``."""
+    unknown = set(declared) - set(METADATA)
+    if unknown:
+        raise ParameterError(f"all_policies: unknown metadata {sorted(unknown)} (known: {', '.join(METADATA)})")
     out = [i for i in REGISTRY.values()
-           if (model is None or model in i.models) and (deterministic is None or i.deterministic == deterministic)]
+           if (model is None or model in i.models) and (deterministic is None or i.deterministic == deterministic)
+           and all(getattr(i, key) == want for key, want in declared.items())]
     return sorted(out, key=lambda i: i.name.lower())
+
+
+def resolve(spec: Any, params: dict[str, Any] | None = None) -> Callable[[], Any]:
+    """The one way a policy is named: a registered name, a ``module:Class`` string (importable from the current
+    directory), a policy class, a policy instance or a zero-argument factory -> a factory of policy instances.
+
+    ``params`` are passed to the constructor (registered names and classes only).  Every failure is one
+    :class:`~kvcore.errors.ParameterError` line naming the spec: unknown name, module that cannot be imported (or
+    that exits while importing), missing attribute, a constructor that raises, an object without the five interface
+    methods of :mod:`kvcore.engine`.
+    """
+    params = dict(params or {})
+    if isinstance(spec, str):
+        if ":" not in spec:
+            info = get(spec)
+            make(info.name, **params)                     # unknown or out-of-range parameters fail here, once
+            return lambda: make(info.name, **params)
+        obj = _import_target(spec)
+        label = spec
+    else:
+        obj, label = spec, repr(spec)
+    if params and not isinstance(obj, type):
+        raise ParameterError(f"policy {label}: parameters can only be passed to a policy class")
+    if isinstance(obj, type) and params:
+        cls = obj
+        obj = lambda: cls(**params)  # noqa: E731
+    try:
+        factory = policy_factory(obj)
+    except TypeError as exc:
+        raise ParameterError(f"policy {label}: {exc}") from None
+    try:
+        probe = factory()
+    except Exception as exc:  # a user's constructor failing is a one-line finding, not a traceback
+        raise ParameterError(f"policy {label}: cannot construct it: {type(exc).__name__}: {exc}") from None
+    if not is_policy(probe):
+        missing = [m for m in INTERFACE_METHODS if not callable(getattr(probe, m, None))]
+        raise ParameterError(f"policy {label}: does not follow the policy interface (missing {', '.join(missing)})")
+    return factory
+
+
+def _import_target(spec: str) -> Any:
+    mod_name, _, attr = spec.partition(":")
+    if not mod_name or not attr:
+        raise ParameterError(f"policy {spec!r}: expected NAME or module:Class")
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    try:
+        module = importlib.import_module(mod_name)
+    except SystemExit as exc:
+        raise ParameterError(f"policy {spec!r}: importing module {mod_name!r} called sys.exit({exc.code!r})") from None
+    except Exception as exc:  # any failure while importing user code is reported in one line
+        first = str(exc).splitlines()[0] if str(exc) else ""
+        raise ParameterError(f"policy {spec!r}: cannot import module {mod_name!r}: {type(exc).__name__}: {first}") \
+            from None
+    obj = getattr(module, attr, None)
+    if obj is None:
+        raise ParameterError(f"policy {spec!r}: module {mod_name!r} has no attribute {attr!r}")
+    if not callable(obj):
+        raise ParameterError(f"policy {spec!r}: {attr!r} is not a class or factory")
+    return obj

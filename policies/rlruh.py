@@ -43,6 +43,7 @@ class RLRUH(Policy):
     W: int = 32
 
     name = "R-LRU-H"
+    signal = "hybrid"
     models = frozenset({"nm"})
     citation = "the paper, Section 7 (Theorem 4)"
 

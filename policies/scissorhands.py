@@ -42,6 +42,7 @@ class Scissorhands(Policy):
     threshold: float | None = None
 
     name = "Scissorhands"
+    signal = "importance"
     models = frozenset({"nm"})
     citation = ("Liu et al., Scissorhands: Exploiting the Persistence of Importance Hypothesis for LLM KV Cache "
                 "Compression at Test Time, NeurIPS 2023")
@@ -77,7 +78,8 @@ class Scissorhands(Policy):
             self._slot[moved] = slot
 
     def on_observe(self, t, items, weights):
-        thr = (1.0 / len(self._slot)) if self.threshold is None else self.threshold
+        # an observation with nothing resident (possible when a wrapper holds every token) still advances the window
+        thr = (1.0 / max(len(self._slot), 1)) if self.threshold is None else self.threshold
         hot = items[weights >= thr]
         self._important[hot] += 1
         self._window.append(hot)

@@ -28,6 +28,7 @@ class StreamingLLM(Policy):
     n_sinks: int = 4
 
     name = "StreamingLLM"
+    signal = "recency"
     models = frozenset({"nm"})
     citation = "Xiao et al., Efficient Streaming Language Models with Attention Sinks, ICLR 2024"
 

@@ -31,6 +31,7 @@ class TOVA(Policy):
     """
 
     name = "TOVA"
+    signal = "importance"
     models = frozenset({"nm"})
     citation = "Oren et al., Transformers are Multi-State RNNs, EMNLP 2024 (TOVA)"
 

@@ -1,4 +1,4 @@
-"""The block workload (adversary/block_workload.py) and the block study (theorems/block_study.py) at small size."""
+"""The block workload (adversary/block_workload.py) and the block study (theorems/results/blocks.py) at small size."""
 
 import json
 
@@ -12,7 +12,7 @@ from adversary.block_workload import (BlockWorkloadParams, block_capacity, decod
 from kvcore.engine import RMSimulator
 from kvcore.errors import ParameterError
 from policies import make
-from theorems.block_study import ALPHAS, FLAT_PTS, StudyProfile, alpha_sweep_summary, run_blocks, run_block_study
+from theorems.results.blocks import ALPHAS, FLAT_PTS, StudyProfile, alpha_sweep_summary, run_blocks, run_block_study
 
 SMALL = BlockWorkloadParams(steps=1500, n_sequences=12, system_blocks=8, prompt_blocks_min=16, prompt_blocks_max=48,
                             heavy_blocks=4, topic_blocks=4, idle_gap_mean=300.0, turn_tokens_mean=40.0)

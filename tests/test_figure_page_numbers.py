@@ -29,7 +29,7 @@ from adversary.block_workload import BLOCK_MODEL, TOKENS_PER_BLOCK, block_bytes,
 from kvcore.engine import RMSimulator
 from kvcore.formulas import GiB, MiB, kv_block_bytes
 from policies import make
-from policies.ema_block import ema_decayed, ema_half_life, ema_update, eviction_priority, recency_decay
+from kvcore.formulas import ema_decayed, ema_half_life, ema_update, eviction_priority, recency_decay
 
 RAW = (0.45, 0.12, 0.30, 0.08, 0.35)
 PAGE_EMA = (0.023, 0.028, 0.042, 0.044, 0.059)

@@ -50,6 +50,9 @@ def test_quick_run_matches_the_ledger_and_reports_every_claim(run_twice):
         if c["verdict"] == "not-checkable":
             assert "missing" in c["summary"].lower(), c["id"]
     assert rep["ledger_changes"] == []
+    for c in rep["claims"]:   # every claim names the test module(s) that check it, and they exist
+        tests = [t.strip().split("::")[0] for t in str(c["evidence"].get("test", "")).split(",") if t.strip()]
+        assert tests and all((ROOT / t).is_file() for t in tests), (c["id"], c["evidence"].get("test"))
     figs = sorted(f.name for f in (out / "figures").glob("*.png"))
     assert len(figs) == len(rep["figures"]) >= 16
     md = (out / "report.md").read_text()

@@ -1,4 +1,4 @@
-"""Checking API for a user's own policy (issue 6): assert the bounds that apply, inside any test.
+"""Checking API for a user's own policy: assert the bounds that apply, inside any test.
 
 Usage in a user's hypothesis test (five lines)::
 
@@ -10,26 +10,24 @@ Usage in a user's hypothesis test (five lines)::
     def test_my_policy(trace):
         assert_competitive(MyPolicy, trace, k=3)
 
-Bounds (SPEC section 5):
-    deterministic policy, RM: ``ALG_k(σ) <= k/(k-h+1) * OPT_h(σ)`` (additive constant 0, both caches start empty);
-    randomized policy, RM, h = k: ``E[ALG_k(σ)] <= (2H_k - 1) * OPT_k(σ)`` (Marking's bound; the mean over seeds with
-    a 95% Student-t interval: violated only when the whole interval lies above the bound);
-    NM: regret on decoy-and-sleeper must stop growing with the suffix length (:func:`assert_bounded_regret`).
+Bounds (SPEC section 5), chosen by :func:`promised_bound`: the policy's declared ``guarantee``
+(:data:`kvcore.formulas.GUARANTEES`) when it has one, otherwise ``k/(k-h+1)`` for a deterministic policy
+(``ALG_k(σ) <= k/(k-h+1) OPT_h(σ)``, additive constant 0, both caches start empty) and Marking's ``2H_k - 1`` on the
+expectation of a randomized one (h = k).  Every number comes from :func:`kvcore.measure.measure`; a randomized
+policy is judged at the lower end of its seed mean's 95% interval (the rule lives there).  NM: regret on a family of
+traces that only lengthens a suffix must stop growing (:func:`assert_bounded_regret`).
 A contract violation is raised as :class:`kvcore.errors.ContractViolation`, never reported as a ratio.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
-from kvcore.engine import INTERFACE_METHODS, run
-from kvcore.errors import ParameterError
-from kvcore.formulas import harmonic, landlord_bound
-from kvcore.optima import optimum
+from kvcore.engine import policy_name, run
+from kvcore.errors import ContractViolation, ParameterError
+from kvcore.formulas import GUARANTEES, Guarantee
+from kvcore.measure import Measurement, measure, policy_factory
 from kvcore.traces import AttentionTrace, PagingTrace
-
-from .verify import mean_ci, ratio, within
 
 
 class BoundViolation(AssertionError):
@@ -55,61 +53,37 @@ def describe_trace(trace: PagingTrace | AttentionTrace, limit: int = 60) -> str:
     return f"rows {rows}" + (" ..." if trace.T > limit else "") + f" (T={trace.T})"
 
 
-def policy_factory(policy: Any) -> Callable[[], Any]:
-    """Accept a policy class, a zero-argument factory, or an instance; return a factory of fresh instances."""
-    if isinstance(policy, type):
-        return policy
-    if all(callable(getattr(policy, m, None)) for m in INTERFACE_METHODS):
-        return lambda: policy
-    if callable(policy):
-        return policy
-    raise ParameterError(f"{policy!r} is neither a policy class, a policy instance nor a factory")
-
-
-@dataclass
-class Measured:
-    ratio: float
-    bound: float
-    alg: float
-    opt: float
-    seeds: int
-    ci: tuple[float, float] | None
-
-
-def measure_ratio(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | None = None,
-                  model: str = "rm", seeds: int = 16, theta: float = 0.1) -> Measured:
-    """Ratio of ``policy`` (cache k) to OPT (cache h) on ``trace`` and the bound that applies to the policy."""
-    make = policy_factory(policy)
+def promised_bound(policy: Any, k: int, h: int | None = None) -> Guarantee:
+    """The competitive bound ``policy`` promises at ``k`` and ``h``: its declared ``guarantee`` (policy metadata,
+    :mod:`policies.registry`) or, when it declares none, the bound its kind admits -- ``k/(k-h+1)`` for a
+    deterministic policy, ``2H_k - 1`` in expectation for a randomized one.  Raises a ParameterError when the
+    bound is not stated for ``h < k``."""
+    probe = policy_factory(policy)()
+    name = getattr(probe, "guarantee", None)
+    if name is None:
+        name = "k/(k-h+1)" if getattr(probe, "deterministic", True) else "2H_k-1"
+    g = GUARANTEES[name]
     h = k if h is None else h
-    first = make()
-    deterministic = bool(getattr(first, "deterministic", True))
-    opt = optimum(trace, h, model, theta=theta).cost
-    if deterministic:
-        alg = run(first, trace, k, model, seed=0, theta=theta).cost
-        return Measured(ratio(alg, opt), landlord_bound(k, h), alg, opt, 1, None)
-    if h != k:
-        raise ParameterError(f"h = {h}: the randomized bound 2H_k - 1 is stated for h = k only")
-    costs = [run(make() if s else first, trace, k, model, seed=s, theta=theta).cost for s in range(seeds)]
-    mean, lo, hi = mean_ci(costs)
-    return Measured(ratio(mean, opt), 2 * harmonic(k) - 1, mean, opt, seeds, (ratio(lo, opt), ratio(hi, opt)))
+    if not g.applies(k, h):
+        raise ParameterError(f"h = {h}: the bound {g.name} of {policy_name(probe)} is stated for h = k only")
+    return g
 
 
 def assert_competitive(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | None = None,
-                       model: str = "rm", seeds: int = 16, theta: float = 0.1) -> Measured:
-    """Raise :class:`BoundViolation` (an AssertionError) when the policy exceeds its competitive bound on ``trace``.
+                       model: str = "rm", seeds: int = 16, theta: float = 0.1) -> Measurement:
+    """Raise :class:`BoundViolation` (an AssertionError) when the policy exceeds :func:`promised_bound` on ``trace``.
 
-    Deterministic: ``ALG_k <= k/(k-h+1) OPT_h``.  Randomized (h = k): the seed-mean ratio's 95% interval must reach
-    down to ``2H_k - 1``.  The message holds the ratio, the bound and the trace.
+    The message holds the ratio, the bound and the trace; the measurement is returned otherwise.
     """
-    m = measure_ratio(policy, trace, k, h, model, seeds, theta)
-    low = m.ratio if m.ci is None else m.ci[0]
-    if not within(low, m.bound):
-        kind = "deterministic k/(k-h+1)" if m.ci is None else f"randomized 2H_k-1 (mean of {m.seeds} seeds)"
-        name = getattr(policy, "name", None) or getattr(policy, "__name__", type(policy).__name__)
+    g = promised_bound(policy, k, h)
+    m = measure(policy, trace, k, h, model=model, seeds=range(seeds), theta=theta)
+    bound = g.value(k, m.h)
+    if not m.within(bound):
+        kind = g.name if m.deterministic else f"{g.name} in expectation (mean of {len(m.costs)} seeds, 95% interval)"
         raise BoundViolation(
-            f"{name} violates the {kind} bound at k={k}, h={k if h is None else h}, model={model}: "
-            f"ratio {m.ratio:.6g} (ALG {m.alg:.6g} / OPT {m.opt:.6g}) > bound {m.bound:.6g} on trace "
-            f"{describe_trace(trace)}", m.ratio, m.bound, trace)
+            f"{m.policy} violates the bound {kind} at k={k}, h={m.h}, model={model}: ratio {m.ratio:.6g} "
+            f"(ALG {m.cost:.6g} / OPT {m.opt_cost:.6g}) > bound {bound:.6g} on trace {describe_trace(trace)}",
+            m.ratio, bound, trace)
     return m
 
 
@@ -122,8 +96,6 @@ def assert_prefix_consistent(policy: Any, trace: PagingTrace | AttentionTrace, k
     engine's trace) decides differently once the future is cut off, and is reported as a
     :class:`~kvcore.errors.ContractViolation` naming the first differing step and item.
     """
-    from kvcore.errors import ContractViolation
-
     make = policy_factory(policy)
     full = run(make(), trace, k, model, seed=seed, theta=theta, record=True).evictions
     T = trace.T
@@ -134,34 +106,32 @@ def assert_prefix_consistent(policy: Any, trace: PagingTrace | AttentionTrace, k
         if got != want:
             first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
             step, item = (got + want)[first] if first < len(got) + len(want) else (cut, None)
-            name = getattr(make(), "name", type(make()).__name__)
-            raise ContractViolation(str(name), int(step), f"its decision depends on steps after {step} (the run "
+            raise ContractViolation(policy_name(make()), int(step), f"its decision depends on steps after {step} (the run "
                                     f"cut at step {cut} evicts differently): the policy reads the future", item)
 
 
-def regret_growth(policy: Any, traces: list[AttentionTrace], k: int) -> list[float]:
-    """NM regret of ``policy`` on each trace of a family that only lengthens the suffix (same prefix)."""
-    make = policy_factory(policy)
-    return [run(make(), tr, k, "nm").cost for tr in traces]
+def gap_growth(policy: Any, family: list[AttentionTrace], k: int) -> tuple[float, list[float]]:
+    """NM tracking gap of ``policy`` on each member of a family that only lengthens a suffix (same prefix), and its
+    growth per added step between the two longest members: ``(gap[-1] - gap[-2]) / (T[-1] - T[-2])``.  An
+    unbounded policy such as ACC on decoy-and-sleeper grows by close to 1 per step (Theorem 2); a bounded one by 0
+    (Lemma 1)."""
+    if len(family) < 2:
+        raise ParameterError("a regret family needs at least two traces of increasing length")
+    added = family[-1].T - family[-2].T
+    if added <= 0:
+        raise ParameterError("the traces of a regret family must grow in length")
+    gaps = [measure(policy, tr, k, model="nm", seeds=(0,)).tracking_gap for tr in family]
+    return (gaps[-1] - gaps[-2]) / added, gaps
 
 
 def assert_bounded_regret(policy: Any, traces: list[AttentionTrace], k: int, per_step: float = 0.05) -> list[float]:
-    """NM: raise when regret keeps growing along a family of traces with longer and longer suffixes.
+    """NM: raise when the tracking gap keeps growing along a family of traces with longer and longer suffixes.
 
-    Bounded regret (Lemma 1) means the increase between the two longest members, per added suffix step, is at most
-    ``per_step`` (an unbounded policy such as ACC on decoy-and-sleeper pays close to 1 per step).
-    """
-    if len(traces) < 2:
-        raise ParameterError("assert_bounded_regret needs at least two traces of increasing length")
-    regrets = regret_growth(policy, traces, k)
-    added = traces[-1].T - traces[-2].T
-    if added <= 0:
-        raise ParameterError("the traces must grow in length")
-    slope = (regrets[-1] - regrets[-2]) / added
+    Bounded regret (Lemma 1) means :func:`gap_growth` is at most ``per_step``.  Returns the gaps."""
+    slope, gaps = gap_growth(policy, traces, k)
     if slope > per_step:
-        name = getattr(policy, "name", None) or getattr(policy, "__name__", type(policy).__name__)
         raise BoundViolation(
-            f"{name}: NM regret keeps growing with the suffix ({slope:.4g} per step > {per_step}); regrets "
-            f"{[round(r, 4) for r in regrets]} at lengths {[t.T for t in traces]}; longest trace "
-            f"{describe_trace(traces[-1], 12)}", slope, per_step, traces[-1])
-    return regrets
+            f"{policy_name(policy_factory(policy)())}: NM regret keeps growing with the suffix ({slope:.4g} per step "
+            f"> {per_step}); tracking gaps {[round(g, 4) for g in gaps]} at lengths {[t.T for t in traces]}; "
+            f"longest trace {describe_trace(traces[-1], 12)}", slope, per_step, traces[-1])
+    return gaps

@@ -7,72 +7,34 @@ Generation: Insights from the Hypothesis Reducer", ECOOP 2020; Löscher & Sagona
 testing", ISSTA 2017).  When a bound is exceeded, hypothesis shrinks the trace to a minimal one, which is saved as a
 trace file that ``python -m paper_check simulate`` replays.
 
-Bounds checked:
-    RM, deterministic policy:   ratio <= k/(k-h+1) with h = k, i.e. <= k (Eq. 8 / Sleator-Tarjan);
-    RM, randomized policy:      mean ratio over seeds <= 2H_k - 1 (Marking's bound), 95% interval;
-    NM (any policy):            regret may not grow with the length of the trace on which OPT's regret is 0
-                                (decoy-and-sleeper, Theorem 2 vs Lemma 1): the search maximizes the tracking gap per
-                                step and the known constructions test growth with the suffix length.
+Bounds checked (:func:`theorems.check.promised_bound`):
+    RM:  the policy's declared guarantee (policy metadata), or by its kind: ratio <= k/(k-h+1) with h = k, i.e.
+         <= k, for a deterministic policy (Eq. 8 / Sleator-Tarjan); the seed mean <= 2H_k - 1 for a randomized one,
+         judged at the lower end of its 95% interval (:mod:`kvcore.measure`);
+    NM:  regret may not grow with the length of the trace on which OPT's regret is 0 (decoy-and-sleeper, Theorem 2
+         vs Lemma 1): the search maximizes the tracking gap per step (:func:`theorems.check.gap_growth`).
+The known constructions come from the registry :data:`adversary.CONSTRUCTIONS`, every ratio from
+:func:`kvcore.measure.measure`.
 A policy that breaks the engine contract is reported as a contract violation, never as a ratio.
 """
 
 from __future__ import annotations
 
-import importlib
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
 
 from hypothesis import HealthCheck, Phase, given, seed as hyp_seed, settings, target
 from hypothesis import strategies as st
 
-from kvcore.engine import INTERFACE_METHODS, run
+import policies
+from adversary import constructions
 from kvcore.errors import ContractViolation, ParameterError
-from kvcore.formulas import harmonic, landlord_bound
-from kvcore.optima import optimum
+from kvcore.measure import measure, within
 from kvcore.traces import AttentionTrace, PagingTrace, save_trace
 
-from .check import assert_prefix_consistent, describe_trace
-from .verify import mean_ci, ratio, within
-
-
-def load_target(spec: str) -> Callable[[], Any]:
-    """A registered policy name, or ``module:Class`` importable from the current directory -> instance factory.
-
-    Raises ParameterError (one line) when the module cannot be imported, the attribute is missing, or the object
-    does not follow the policy interface (kvcore.engine: reset, admit, hit, evict, observe).
-    """
-    import policies
-
-    if ":" not in spec:
-        info = policies.get(spec)
-        return info.cls
-    mod_name, _, attr = spec.partition(":")
-    if not mod_name or not attr:
-        raise ParameterError(f"target {spec!r}: expected NAME or module:Class")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
-    try:
-        module = importlib.import_module(mod_name)
-    except Exception as exc:  # any failure while importing user code is reported in one line
-        raise ParameterError(f"target {spec!r}: cannot import module {mod_name!r}: "
-                             f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}") from None
-    obj = getattr(module, attr, None)
-    if obj is None:
-        raise ParameterError(f"target {spec!r}: module {mod_name!r} has no attribute {attr!r}")
-    if not callable(obj):
-        raise ParameterError(f"target {spec!r}: {attr!r} is not a class or factory")
-    try:
-        probe = obj()
-    except Exception as exc:
-        raise ParameterError(f"target {spec!r}: cannot construct {attr}(): {type(exc).__name__}: {exc}") from None
-    missing = [m for m in INTERFACE_METHODS if not callable(getattr(probe, m, None))]
-    if missing:
-        raise ParameterError(f"target {spec!r}: does not follow the policy interface (missing {', '.join(missing)})")
-    return obj
+from .check import assert_prefix_consistent, describe_trace, gap_growth, promised_bound
 
 
 @dataclass
@@ -114,57 +76,33 @@ class _Exceeded(Exception):
     """Raised inside the property when a bound is exceeded, so that hypothesis shrinks the trace."""
 
 
-def _rm_bound(k: int, deterministic: bool) -> tuple[float, str]:
-    if deterministic:
-        return landlord_bound(k, k), "k/(k-h+1) with h = k (deterministic, Eq. 8)"
-    return 2 * harmonic(k) - 1, "2H_k - 1 in expectation (randomized, Marking)"
+def _rm_value(make, trace: PagingTrace, k: int, seeds: int) -> float:
+    """The ratio whose excess over the bound counts as a violation (kvcore.measure's rule for randomized policies)."""
+    return measure(make, trace, k, seeds=range(seeds)).judged("ratio")
 
 
-def _rm_ratio(make, trace: PagingTrace, k: int, deterministic: bool, seeds: int) -> float:
-    """The ratio whose excess over the bound counts as a violation: the CI's lower end for randomized policies."""
-    opt = optimum(trace, k, "rm").cost
-    if deterministic:
-        return ratio(run(make(), trace, k, "rm").cost, opt)
-    _, lo, _ = mean_ci([run(make(), trace, k, "rm", seed=s).cost for s in range(seeds)])
-    return ratio(lo, opt)
-
-
-def _nm_growth(make, family: tuple[AttentionTrace, ...], k: int) -> tuple[float, AttentionTrace]:
-    """Tracking-gap growth per suffix step between the two longest members of a family that only lengthens its
-    suffix (Theorem 2: ACC grows ~1 per step on decoy-and-sleeper; Lemma 1: decay stops the growth)."""
-    gaps = [run(make(), tr, k, "nm").cost - optimum(tr, k, "nm").cost for tr in family[-2:]]
-    return (gaps[1] - gaps[0]) / (family[-1].T - family[-2].T), family[-1]
-
-
-def _known_constructions(make, k: int, model: str, deterministic: bool, seeds: int) -> dict[str, tuple]:
-    """The constructions of the paper and of SPEC section 5, run against the policy: name -> (measure, trace)."""
-    from adversary.decoy_sleeper import decoy_and_sleeper
-    from adversary.lfu_priming import lfu_priming
-    from adversary.lower_bounds import adaptive_k_plus_one, cyclic_k_plus_one, uniform_k_plus_one
-
+def _construction_values(make, k: int, model: str, seeds: int) -> dict[str, tuple]:
+    """Every registered construction of ``model`` (:data:`adversary.CONSTRUCTIONS`) run against the policy:
+    name -> (measure, trace)."""
     out = {}
-    if model == "rm":
-        T = 20 * (k + 1)
-        traces = {"adaptive k+1": adaptive_k_plus_one(make(), k, T), "cyclic k+1": cyclic_k_plus_one(k, T),
-                  "uniform k+1": uniform_k_plus_one(k, T, seed=0), "LFU priming m=k^2": lfu_priming(k, k * k)}
-        for name, tr in traces.items():
-            out[name] = (_rm_ratio(make, tr, k, deterministic, seeds), tr)
-    else:
-        fam = [decoy_and_sleeper(k, 0.01, L) for L in (8 * k, 16 * k)]
-        gaps = [run(make(), tr, k, "nm").cost - optimum(tr, k, "nm").cost for tr in fam]
-        out["decoy-and-sleeper"] = ((gaps[1] - gaps[0]) / (fam[1].T - fam[0].T), fam[1])
+    for c in constructions(model):
+        built = c.build(k, make)
+        if model == "rm":
+            out[c.name] = (_rm_value(make, built, k, seeds), built)
+        else:
+            out[c.name] = (gap_growth(make, built, k)[0], built[-1])
     return out
 
 
 def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300, seconds: float = 60.0,
                 seed: int = 0, out_dir: str | Path = ".", nm_growth_bound: float = 0.05) -> FuzzReport:
     """Search for a trace on which the policy exceeds its bound (see module docstring); save the shrunk trace."""
-    make = load_target(target_spec)
-    probe = make()
-    deterministic = bool(getattr(probe, "deterministic", True))
+    make = policies.resolve(target_spec)
     seeds = 8
     if model == "rm":
-        bound, bound_name = _rm_bound(k, deterministic)
+        g = promised_bound(make, k)
+        bound, bound_name = g.value(k), (f"{g.name} with h = k" + (" in expectation" if g.expectation else "")
+                                         + f" ({g.source})")
     else:
         bound, bound_name = nm_growth_bound, "NM tracking-gap growth per suffix step (bounded regret, Lemma 1)"
     rep = FuzzReport(target_spec, model, k, bound, bound_name)
@@ -177,7 +115,7 @@ def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300
             rep.worst, rep.worst_trace, rep.worst_source = value, trace, source
 
     try:
-        for name, (value, trace) in _known_constructions(make, k, model, deterministic, seeds).items():
+        for name, (value, trace) in _construction_values(make, k, model, seeds).items():
             rep.constructions[name] = value
             consider(value, trace, f"construction: {name}")
             # the information rule: decisions may not depend on the future (checked by cutting the trace)
@@ -197,16 +135,16 @@ def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300
         strategy = st.one_of(repeated_motif_traces(k + 2, max_repeat=2 * k * k),
                              paging_traces(max_items=k + 2, min_steps=k + 1, max_steps=10 * (k + 2)))
 
-        def measure(trace):
-            return _rm_ratio(make, trace, k, deterministic, seeds), trace
+        def evaluate(trace):
+            return _rm_value(make, trace, k, seeds), trace
     else:
         from adversary.strategies import repeated_suffix_families
 
         strategy = repeated_suffix_families(min_prefix=k + 1, max_prefix=3 * k + 3, max_support=k + 1,
                                             suffix_lengths=(4 * k, 8 * k))
 
-        def measure(family):
-            return _nm_growth(make, family, k)
+        def evaluate(family):
+            return gap_growth(make, list(family), k)[0], family[-1]
 
     @settings(max_examples=examples, database=None, deadline=None, derandomize=False,
               phases=[Phase.generate, Phase.target, Phase.shrink], suppress_health_check=list(HealthCheck),
@@ -216,7 +154,7 @@ def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300
         if time.monotonic() > deadline and not failing:
             return
         rep.examples += 1
-        value, trace = measure(drawn)
+        value, trace = evaluate(drawn)
         target(value if math.isfinite(value) else 1e9, label="ratio" if model == "rm" else "growth")
         rep.search_worst = max(rep.search_worst, value)
         consider(value, trace, "targeted search")

@@ -4,7 +4,7 @@ Chrobak & Noga, "LRU is better than FIFO", Algorithmica 1999).
 When requests must follow the edges of a graph G, a policy's competitive ratio ``c_A(G)`` is the least ``c`` with
 ``ALG <= c OPT + b`` on every walk.  It is computed exactly as the maximum ratio (policy faults / optimum faults)
 over the cycles of a finite game graph that pairs the policy's cache state with every offline schedule
-(``theorems.results_practice.access_graph_ratio``): an upper certificate (a fixed point of exact integer max-plus
+(``kvcore.optima.access_graph.access_graph_ratio``): an upper certificate (a fixed point of exact integer max-plus
 value iteration, giving the additive constant b) and a lower certificate (a cycle of exactly that ratio, replayed
 as an explicit walk through the registered policy and Belady).  Stated values checked: path LRU 1, FIFO (k+1)/2;
 cycle of N >= k+1 nodes LRU (N-1)/(N-k), FIFO k; star with k+1 leaves LRU k-1; and c_LRU(G) <= c_FIFO(G).
@@ -23,14 +23,13 @@ from adversary.strategies import access_graphs
 from kvcore.engine import run
 from kvcore.optima import belady
 from kvcore.traces import PagingTrace
-from theorems.conftest import explain
-from theorems.results_practice import (access_graph_ratio, access_graph_table, build_game, longest_paths,
-                                       witness_walk)
+from kvcore.optima.access_graph import access_graph_ratio, build_game, longest_paths, witness_walk
+from theorems.results.practice import access_graph_table
 
 
 def test_stated_values_are_exact_for_k_2_and_3():
     table = access_graph_table(ks=(2, 3), path_extra=2, cycle_extra=(1, 2))
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     for r in table.rows:
         if r.bound is None:
             continue
@@ -43,7 +42,7 @@ def test_stated_values_are_exact_for_k_2_and_3():
 @pytest.mark.slow
 def test_stated_values_are_exact_for_k_4():
     table = access_graph_table(ks=(4,), path_extra=1, cycle_extra=(0, 1))
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
 
 
 def _max_excess_by_enumeration(G, k, policy, c: Fraction, L: int) -> float:

@@ -11,9 +11,8 @@
 """
 
 from adversary import adaptive_k_plus_one_nm
-from kvcore.engine import run
-from kvcore.optima import nm_opt
-from theorems.results_practice import COMPARED, compared_policy, default_policy_table, gda_validation
+from kvcore.measure import measure
+from theorems.results.practice import compared_policy, default_policy_table, gda_validation, nm_policy_names
 
 T, K = 200, 16
 
@@ -32,10 +31,10 @@ def test_default_is_safe_on_decoy_and_sleeper_and_no_worse_than_h2o_on_benign():
 
 
 def test_adaptive_nm_adversary_defeats_every_policy():
-    for name in COMPARED:
-        tr = adaptive_k_plus_one_nm(compared_policy(name, K), K, T, seed=0)
-        assert nm_opt(tr, K).cost == 0
-        assert run(compared_policy(name, K), tr, K, "nm", seed=0).cost >= T - K - 1, name
+    for name in nm_policy_names():
+        tr = adaptive_k_plus_one_nm(compared_policy(name, K)(), K, T, seed=0)
+        m = measure(compared_policy(name, K), tr, K, model="nm", seeds=(0,))
+        assert m.opt_cost == 0 and m.cost >= T - K - 1, name
 
 
 def test_gda_separation_on_synthetic_suffixes():

@@ -8,24 +8,23 @@ policy of the registry (a new policy is checked automatically) and also checks t
 
 import pytest
 
-from theorems.conftest import explain
-from theorems.results import deterministic_rm_policies, eq6_table, opt_on_k_plus_one_table
+from theorems.results.classic import deterministic_rm_policies, eq6_table, opt_on_k_plus_one_table
 
 
 @pytest.mark.parametrize("name", deterministic_rm_policies())
 def test_adaptive_adversary_forces_ratio_near_k(name):
     table = eq6_table(ks=(2, 3, 4), T_per_k2=20, names=[name])
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     assert all(r.ratio >= r.k * (1 - r.params["eps"]) for r in table.rows)
 
 
 def test_opt_bound_on_k_plus_one_items():
     table = opt_on_k_plus_one_table(ks=(2, 3, 4, 6), T=400, seeds=3)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", deterministic_rm_policies())
 def test_adaptive_adversary_large_k(name):
     table = eq6_table(ks=(8, 16, 32), T_per_k2=40, names=[name])
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()

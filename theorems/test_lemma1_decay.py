@@ -14,8 +14,7 @@ import math
 
 import pytest
 
-from theorems.conftest import explain
-from theorems.results_attention import lemma1_nm_table, lemma1_rm_table, w_gamma
+from theorems.results.attention import lemma1_nm_table, lemma1_rm_table, w_gamma
 
 
 def test_w_gamma_formula():
@@ -33,7 +32,7 @@ def test_nm_decayed_rule_drops_the_sleeper_for_every_gamma():
 
 def test_rm_single_pair_stops_paying_within_w_gamma():
     table = lemma1_rm_table(ks=(3, 4, 5, 8), gammas=(0.5, 0.7, 0.8, 0.9, 0.95), suffix=120, single=True)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     # the window is tight at k = 3 (one decoy, attended at every priming step): it stops within 2 of W_gamma + 2
     for r in table.rows:
         if r.k == 3 and r.params["gamma"] >= 0.8:
@@ -47,10 +46,10 @@ def test_rm_stream_is_unbounded_for_small_k_and_slow_decay():
         short, long = r.params["paid"]
         assert long - short >= blocks_added, (r.k, r.params)   # at least one recompute per added block
     fast = lemma1_rm_table(ks=(5, 8), gammas=(0.5, 0.7), suffix=120)
-    assert all(r.params["bounded"] for r in fast.rows), explain(fast)
+    assert all(r.params["bounded"] for r in fast.rows), fast.explain()
 
 
 @pytest.mark.slow
 def test_larger_grid():
     table = lemma1_rm_table(ks=(3, 6, 12), gammas=(0.9, 0.95, 0.98), suffix=400, single=True)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()

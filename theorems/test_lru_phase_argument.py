@@ -7,13 +7,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from adversary.strategies import paging_traces
-from theorems.conftest import explain
-from theorems.results import lru_phase_table, phase_argument_rows
+from theorems.results.classic import lru_phase_table, phase_argument_rows
 
 
 def test_phase_argument_on_seeded_sequences():
     table = lru_phase_table(ks=(2, 3, 4, 8), T=1500, seeds=3)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
 
 
 @pytest.mark.parametrize("name", ["LRU", "FIFO", "FWF"])

@@ -12,8 +12,8 @@ from kvcore.formulas import landlord_bound
 from kvcore.traces import PagingTrace
 from policies.lru import LRU
 from theorems.fuzz import fuzz_policy
-from theorems.results import phase_argument_rows
-from theorems.verify import evaluate
+from theorems.results.classic import phase_argument_rows
+from theorems.tables import evaluate
 
 
 @dataclass

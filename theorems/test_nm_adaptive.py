@@ -13,13 +13,12 @@ import policies
 from adversary import adaptive_k_plus_one_nm
 from kvcore.engine import run_nm
 from kvcore.optima import nm_opt
-from theorems.conftest import explain
-from theorems.results_attention import nm_adaptive_table
+from theorems.results.attention import nm_adaptive_table
 
 
 def test_every_deterministic_nm_policy_loses_a_unit_per_step():
     table = nm_adaptive_table(ks=(2, 4), Ts=(60, 120))
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     names = {p.name for p in policies.all_policies("nm", deterministic=True)}
     assert {r.policy for r in table.rows} == names
     for r in table.rows:

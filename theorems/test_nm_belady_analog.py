@@ -9,26 +9,24 @@ unit costs, but not with recompute costs growing with position: the 6-token trac
 1/4, w_i = 1 + (i+1)/6, h = 3) makes it refetch token 2 (cost 1 + 3/6) where the optimum refetches token 0 (1 + 1/6).
 """
 
-import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
 from adversary.strategies import paging_traces, sparse_attention_traces
-from kvcore.optima import brute_nm, future_mass_heuristic, nm_opt, rm_opt
-from kvcore.traces import AttentionTrace, rm_requests_from_attention
-from theorems.conftest import explain
-from theorems.results_attention import furthest_next_cost, nm_belady_table, rm_belady_table
+from adversary import future_mass_counterexample, position_cost_counterexample
+from kvcore.optima import brute_nm, furthest_next_heuristic, future_mass_heuristic, nm_opt, rm_opt
+from theorems.results.attention import nm_belady_table, rm_belady_table
 
 
 def test_future_mass_counterexample_by_hand():
-    tr = AttentionTrace.from_dense(np.array([[1, 0, 0], [0.6, 0.4, 0], [0, 0.4, 0.6]]))
+    tr = future_mass_counterexample()
     assert future_mass_heuristic(tr, 1).cost == pytest.approx(1.0)
     assert nm_opt(tr, 1).cost == pytest.approx(0.8) == brute_nm(tr, 1).cost
 
 
 def test_exhaustive_tiny_traces():
     table = nm_belady_table(T=4, levels=(0.2, 0.5, 0.8), hs=(1, 2))
-    assert table.holds, explain(table)     # OPT <= heuristic everywhere
+    assert table.holds, table.explain()     # OPT <= heuristic everywhere
     assert table.rows[0].params["separates"]
     assert table.rows[1].params["separating"] > 0
 
@@ -41,17 +39,14 @@ def test_heuristic_is_feasible_never_better_than_opt(tr, h):
 
 
 def test_rm_furthest_next_attention():
-    a = np.eye(6)
-    for t, i in [(3, 1), (4, 0), (5, 2)]:
-        a[t, i], a[t, t] = 0.25, 0.75
-    req = rm_requests_from_attention(AttentionTrace.from_dense(a), 0.25)
-    assert furthest_next_cost(req, 3) == pytest.approx(1 + 3 / 6)
+    req = position_cost_counterexample()
+    assert furthest_next_heuristic(req, 3).cost == pytest.approx(1 + 3 / 6)
     assert rm_opt(req, 3).cost == pytest.approx(1 + 1 / 6)
     table = rm_belady_table(seeds=15, T=30, ks=(4, 5))
-    assert table.holds, explain(table)      # OPT <= rule; unit costs: rule == OPT
+    assert table.holds, table.explain()      # OPT <= rule; unit costs: rule == OPT
     assert sum(r.params["separating_weighted"] for r in table.rows[1:]) > 0
 
 
 @given(trace=paging_traces(max_items=6, max_steps=30, max_per_step=2), k=st.integers(2, 4))
 def test_furthest_next_is_optimal_with_unit_costs(trace, k):
-    assert furthest_next_cost(trace, k) == rm_opt(trace, k).cost
+    assert furthest_next_heuristic(trace, k).cost == rm_opt(trace, k).cost

@@ -14,25 +14,25 @@
 import numpy as np
 
 import policies
-from adversary import adaptive_k_plus_one, cyclic_k_plus_one
+from adversary import adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, tie_targeted_trace
 from kvcore.engine import run
 from kvcore.formulas import harmonic
-from kvcore.optima import belady
-from theorems.results_practice import DefaultFixedTies, random_tiebreak_table, tie_free_trace, tie_targeted_trace
-from theorems.verify import mean_ci
+from kvcore.measure import measure
+from theorems.results.practice import random_tiebreak_table
 
 SEEDS = 12
+TIES = {"recent": 3, "n_sinks": 2}
 
 
 def test_marking_below_2Hk_minus_1_where_lru_pays_k():
     for k in (3, 4, 8):
         tr = cyclic_k_plus_one(k, 60 * (k + 1))
-        opt = belady(tr, k).cost
-        assert run(policies.make("LRU"), tr, k, "rm").cost == tr.T          # LRU faults on every request
-        ratios = [run(policies.make("Marking"), tr, k, "rm", seed=s).cost / opt for s in range(SEEDS)]
-        m, lo, hi = mean_ci(ratios)
-        assert lo <= 2 * harmonic(k) - 1, (k, m, lo, hi)
-        assert hi < tr.T / opt, (k, m, hi)                                  # strictly better than LRU
+        lru = measure(policies.resolve("LRU"), tr, k)
+        assert lru.cost == tr.T                                             # LRU faults on every request
+        m = measure(policies.resolve("Marking"), tr, k, seeds=range(SEEDS), opt=lru.opt)
+        mean, lo, hi = m.ci
+        assert m.within(2 * harmonic(k) - 1), (k, m.ratio)
+        assert hi < lru.cost, (k, mean, hi)                                 # strictly better than LRU
 
 
 def test_adaptive_adversary_defeats_randomization():
@@ -40,28 +40,26 @@ def test_adaptive_adversary_defeats_randomization():
         T = 20 * k * k
         for s in range(4):
             tr = adaptive_k_plus_one(policies.make("Marking"), k, T, seed=s)
-            assert run(policies.make("Marking"), tr, k, "rm", seed=s).cost == T
-            assert T / belady(tr, k).cost >= T / (T / k + k)               # Eq. 6's k(1 - eps)
+            m = measure(policies.resolve("Marking"), tr, k, seeds=(s,))
+            assert m.cost == T and m.ratio >= T / (T / k + k)              # Eq. 6's k(1 - eps)
 
 
 def test_random_exact_ties_change_nothing_without_ties():
     k, T = 12, 200
-    fixed = DefaultFixedTies(recent=3, n_sinks=2)
-    tr = tie_free_trace(fixed, k, T)
-    det = run(DefaultFixedTies(recent=3, n_sinks=2), tr, k, "nm", record=True)
+    tr = adaptive_k_plus_one_nm(policies.make("Default-FixedTies", **TIES), k, T)
+    det = run(policies.make("Default-FixedTies", **TIES), tr, k, "nm", record=True)
     for s in range(SEEDS):
-        rnd = run(policies.make("Default", recent=3, n_sinks=2), tr, k, "nm", seed=s, record=True)
+        rnd = run(policies.make("Default", **TIES), tr, k, "nm", seed=s, record=True)
         assert rnd.evictions == det.evictions and rnd.cost == det.cost
     assert det.cost >= T - k - 1                                            # one unit of mass lost per later row
 
 
 def test_random_exact_ties_help_only_on_tie_heavy_input():
     k, T = 12, 200
-    tr = tie_targeted_trace(DefaultFixedTies(recent=3, n_sinks=2), k, T, sink_steps=k + 4)
-    det = run(DefaultFixedTies(recent=3, n_sinks=2), tr, k, "nm").cost
-    costs = [run(policies.make("Default", recent=3, n_sinks=2), tr, k, "nm", seed=s).cost for s in range(SEEDS)]
-    m, lo, hi = mean_ci(costs)
-    assert hi < det, (det, m, lo, hi)
+    tr = tie_targeted_trace(policies.make("Default-FixedTies", **TIES), k, T, sink_steps=k + 4)
+    det = measure(policies.resolve("Default-FixedTies", TIES), tr, k, model="nm")
+    rnd = measure(policies.resolve("Default", TIES), tr, k, model="nm", seeds=range(SEEDS), opt=det.opt)
+    assert rnd.ci[2] < det.cost, (det.cost, rnd.ci)
 
 
 def test_marking_costs_more_than_lru_on_zipf():

@@ -17,13 +17,12 @@ import policies
 from adversary import decoy_and_sleeper
 from kvcore.engine import run_nm
 from kvcore.optima import nm_opt
-from theorems.conftest import explain
-from theorems.results_attention import thm2_nm_table, thm2_rm_table
+from theorems.results.attention import thm2_nm_table, thm2_rm_table
 
 
 def test_nm_regret_grows_with_the_suffix_while_opt_is_zero():
     table = thm2_nm_table(ks=(3, 4, 6), suffixes=(20, 40, 80))
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     growing = [r for r in table.rows if r.params["prediction"] == "grows linearly"]
     assert len(growing) == 3 * 3 * 3
     for r in growing:
@@ -33,7 +32,7 @@ def test_nm_regret_grows_with_the_suffix_while_opt_is_zero():
 def test_literal_order_fails_against_acc_that_scores_arrivals_zero():
     table = thm2_nm_table(ks=(3, 5), suffixes=(30, 90))
     literal = [r for r in table.rows if r.params["order"] == "paper" and not r.params["protect_arrival"]]
-    assert literal and all(r.holds for r in literal), explain(table)
+    assert literal and all(r.holds for r in literal), table.explain()
     # bounded: the same loss (the filler's row, filler_mass = 1, background 0) at both suffix lengths, sleeper kept
     assert {r.alg_cost for r in literal} == {1.0}
     assert not any(r.params["sleeper_dropped"] for r in literal)
@@ -41,7 +40,7 @@ def test_literal_order_fails_against_acc_that_scores_arrivals_zero():
 
 def test_background_mass_lowers_the_slope_to_one_minus_beta():
     table = thm2_nm_table(ks=(4,), suffixes=(25, 50), background=0.3)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
 
 
 @given(k=st.integers(2, 7), S=st.integers(1, 60), beta=st.sampled_from((0.0, 0.1, 0.4)),
@@ -56,7 +55,7 @@ def test_filler_first_defeats_acc_on_generated_parameters(k, S, beta, protect):
 
 def test_rm_stream_acc_pays_every_alternation_opt_pays_nothing():
     table = thm2_rm_table(ks=(3, 5), suffixes=(40, 80, 160))
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     for k in (3, 5):
         paid = [r.params["paid_steps"] for r in table.rows if r.k == k]
         # linear in the number of sleepers: doubling the suffix at least doubles the paid steps (minus one block)

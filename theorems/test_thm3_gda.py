@@ -22,20 +22,18 @@ from adversary.strategies import fixed_item_costs, item_cost_paging_traces, spar
 from kvcore.engine import run_nm, run_rm
 from kvcore.formulas import landlord_bound
 from kvcore.optima import brute_rm, rm_opt
-from kvcore.traces import PagingTrace
-from theorems.conftest import explain
-from theorems.results_attention import (VARYING_COST_ITEMS, VARYING_COSTS, charged_arrivals, gda_cost_table,
-                                        gda_trace_table, thm3_attention_table, thm3_counterexamples)
-from theorems.verify import ratio, within
+from adversary import varying_cost_counterexample
+from kvcore.measure import measure, ratio, within
+from theorems.results.attention import (charged_arrivals, gda_cost_table, gda_trace_table, thm3_attention_table,
+                                        thm3_counterexamples)
 
 
 @given(trace=item_cost_paging_traces(max_items=6, max_steps=30, max_per_step=2), k=st.integers(2, 4),
        data=st.data())
 def test_bound_on_weighted_multi_request_traces(trace, k, data):
     h = data.draw(st.integers(2, k), label="h")
-    cost = run_rm(policies.make("GD-A"), trace, k).cost
-    opt = rm_opt(trace, h).cost
-    assert within(ratio(cost, opt), landlord_bound(k, h)), (k, h, cost, opt)
+    m = measure(policies.resolve("GD-A"), trace, k, h)
+    assert m.within(landlord_bound(k, h)), (k, h, m.cost, m.opt_cost)
 
 
 @given(tr=sparse_attention_traces(max_T=20, max_support=3), k=st.integers(3, 5), data=st.data())
@@ -52,7 +50,7 @@ def test_bound_on_rm_traces_from_attention(tr, k, data):
 
 def test_bound_on_seeded_attention_traces():
     table = thm3_attention_table(ks=(4, 6, 8), T=150, seeds=2)
-    assert table.rows and table.holds, explain(table)
+    assert table.rows and table.holds, table.explain()
 
 
 def test_free_arrivals_and_literal_refresh_break_the_literal_statement():
@@ -65,13 +63,12 @@ def test_free_arrivals_and_literal_refresh_break_the_literal_statement():
 
 def test_costs_changing_between_requests_break_the_bound():
     *_, varying = thm3_counterexamples().rows
-    trace = PagingTrace(np.asarray(VARYING_COST_ITEMS), np.asarray(VARYING_COSTS),
-                        np.arange(len(VARYING_COST_ITEMS) + 1))
+    trace = varying_cost_counterexample()
     assert brute_rm(trace, 2).cost == varying.opt_cost == 4.0
     assert varying.alg_cost == 40.0 > landlord_bound(2, 2) * varying.opt_cost
     # the same requests with each item's cost fixed at its first request: back within the bound
     fixed = fixed_item_costs(trace)
-    assert within(ratio(run_rm(policies.make("GD-A"), fixed, 2).cost, rm_opt(fixed, 2).cost), 2.0)
+    assert measure(policies.resolve("GD-A"), fixed, 2).within(2.0)
 
 
 def test_gda_trace_on_decoy_and_sleeper():
@@ -87,7 +84,7 @@ def test_gda_trace_on_decoy_and_sleeper():
 
 def test_gda_operation_counts_flat_in_k():
     table = gda_cost_table(ks=(16, 128, 1024), T=2000)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()
     per = [r.alg_cost for r in table.rows]
     assert per[-1] <= 2.0 * per[0] + 1.0, per       # a scan of the k items would grow 64x
     assert all(r.params["rent"] <= r.params["evictions"] for r in table.rows)
@@ -96,4 +93,4 @@ def test_gda_operation_counts_flat_in_k():
 @pytest.mark.slow
 def test_bound_on_longer_attention_traces():
     table = thm3_attention_table(ks=(6, 10, 16), T=500, seeds=4)
-    assert table.holds, explain(table)
+    assert table.holds, table.explain()

@@ -11,7 +11,7 @@ each boundary and late in each later topic are then measured for ACC, DecayedACC
 
 import pytest
 
-from theorems.results_attention import topic_shift_table
+from theorems.results.attention import topic_shift_table
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,10 @@
 ``nm_opt``   no-refetch model: min-cost flow on a sparse chain network with ``O(nnz)`` arcs; ``cost`` is the
              optimum's regret (paper Eq. 4).
 ``optimum``  dispatcher.
-``future_mass_heuristic``  the paper's Section 4 "keep the k tokens with most future mass" rule (not optimal).
+``future_mass_heuristic``  the paper's Section 4 "keep the k tokens with most future mass" rule (NM; not optimal).
+``furthest_next_heuristic``  the paper's Section 4 "evict the furthest next above-threshold attention" rule (RM;
+             optimal only with unit costs).
+``access_graph``  exact competitive ratios of LRU and FIFO on small access graphs (a module of its own).
 ``brute_rm``, ``brute_nm``  exhaustive references for tiny instances.
 
 Every function takes the cache size as ``capacity`` (``h`` of Eq. 8 when compared with an online policy of size
@@ -20,12 +23,14 @@ from ..errors import ParameterError
 from ..traces import AttentionTrace, PagingTrace, rm_requests_from_attention
 from .belady import belady
 from .brute import brute_nm, brute_rm
+from .furthest_next import furthest_next_heuristic
 from .future_mass import future_mass_heuristic
 from .nm_flow import nm_opt
 from .result import OptResult
 from .rm_flow import rm_opt
 
-__all__ = ["OptResult", "belady", "brute_nm", "brute_rm", "future_mass_heuristic", "nm_opt", "optimum", "rm_opt"]
+__all__ = ["OptResult", "belady", "brute_nm", "brute_rm", "furthest_next_heuristic", "future_mass_heuristic", "nm_opt",
+           "optimum", "rm_opt"]
 
 
 def optimum(trace: PagingTrace | AttentionTrace, capacity: int, model: str = "rm", theta: float = 0.1,

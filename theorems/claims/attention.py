@@ -6,36 +6,33 @@ from __future__ import annotations
 
 import numpy as np
 
-from kvcore.traces import AttentionTrace, PagingTrace, rm_requests_from_attention
+from kvcore.traces import AttentionTrace, rm_requests_from_attention
+import adversary
 from policies.gda import UNIFICATION
-from theorems import results_attention as RA
+from theorems.results import attention as RA
+from theorems.tables import cached
 
-from . import ClaimResult, Context, claim
-
-
-def _full(ctx: Context) -> bool:
-    return ctx.profile.name == "full"
-
-
-def _pick(ctx: Context, quick, full):
-    return full if _full(ctx) else quick
+from .registry import ClaimResult, Context, claim
 
 
 @claim("thm2-acc-unbounded", "§5", "Undecayed accumulated attention (ACC) has unbounded regret on decoy-and-sleeper "
-       "while the optimum's is 0; in the recompute model a stream of sleepers makes its ratio unbounded.")
+       "while the optimum's is 0; in the recompute model a stream of sleepers makes its ratio unbounded.",
+       sizes={"nm_ks": ((3, 4, 6), (3, 4, 6, 8, 16)), "nm_suffixes": ((20, 40, 80), (50, 100, 200, 400)),
+              "rm_ks": ((3, 5), (3, 5, 8)), "rm_suffixes": ((40, 80, 160), (100, 200, 400)),
+              "adaptive_ks": ((2, 4), (2, 4, 8)), "adaptive_Ts": ((60, 120), (200, 400))})
 def thm2(ctx: Context) -> ClaimResult:
-    ks = _pick(ctx, (3, 4, 6), (3, 4, 6, 8, 16))
-    suffixes = _pick(ctx, (20, 40, 80), (50, 100, 200, 400))
-    nm = RA.thm2_nm_table(ks=ks, suffixes=suffixes)
-    rm = RA.thm2_rm_table(ks=_pick(ctx, (3, 5), (3, 5, 8)), suffixes=_pick(ctx, (40, 80, 160), (100, 200, 400)))
-    adaptive = RA.nm_adaptive_table(ks=_pick(ctx, (2, 4), (2, 4, 8)), Ts=_pick(ctx, (60, 120), (200, 400)))
+    z = ctx.sizes
+    ks, suffixes = z["nm_ks"], z["nm_suffixes"]
+    nm = cached(RA.thm2_nm_table, ks=ks, suffixes=suffixes)
+    rm = cached(RA.thm2_rm_table, ks=z["rm_ks"], suffixes=z["rm_suffixes"])
+    adaptive = cached(RA.nm_adaptive_table, ks=z["adaptive_ks"], Ts=z["adaptive_Ts"])
     literal = [r for r in nm.rows if r.params["order"] == "paper" and not r.params["protect_arrival"]]
     corrected = [r for r in nm.rows if r not in literal]
     grows = all(r.holds for r in corrected)
     literal_escapes = all(r.holds for r in literal)
     ok = grows and rm.holds and adaptive.holds
     path = ctx.save_counterexample("thm2_literal_order_acc_keeps_sleeper",
-                                   RA.decoy_and_sleeper(4, 0.05, max(suffixes), order="paper"))
+                                   adversary.decoy_and_sleeper(4, 0.05, max(suffixes), order="paper"))
     verdict = ("holds-with-correction" if literal_escapes else "holds") if ok else "refuted"
     per_len = {str(r.params["suffix"]): r.alg_cost for r in corrected if r.k == ks[0] and
                r.params["order"] == "filler_first" and r.params["protect_arrival"]}
@@ -66,26 +63,29 @@ def thm2(ctx: Context) -> ClaimResult:
 
 
 @claim("lemma1-decay", "§5", "Geometric decay (gamma < 1) bounds the accumulated-attention rule's regret on the "
-       "decoy-and-sleeper construction: it stops accruing after a window W_gamma = ln(1/eps)/ln(1/gamma).")
+       "decoy-and-sleeper construction: it stops accruing after a window W_gamma = ln(1/eps)/ln(1/gamma).",
+       sizes={"nm_ks": ((3, 5), (3, 5)), "nm_gammas": ((0.5, 0.8, 0.95), (0.5, 0.8, 0.95)),
+              "nm_suffixes": ((40, 80), (100, 200)), "rm_ks": ((3, 4, 5, 6, 8), (3, 4, 5, 6, 8, 12)),
+              "rm_gammas": ((0.5, 0.7, 0.8, 0.9, 0.95), (0.5, 0.7, 0.8, 0.9, 0.95)), "rm_suffix": (120, 300)})
 def lemma1(ctx: Context) -> ClaimResult:
-    ks = _pick(ctx, (3, 4, 5, 6, 8), (3, 4, 5, 6, 8, 12))
-    gammas = (0.5, 0.7, 0.8, 0.9, 0.95)
-    nm = RA.lemma1_nm_table(ks=(3, 5), gammas=(0.5, 0.8, 0.95), suffixes=_pick(ctx, (40, 80), (100, 200)))
-    stream = RA.lemma1_rm_table(ks=ks, gammas=gammas, suffix=_pick(ctx, 120, 300))
-    single = RA.lemma1_rm_table(ks=ks, gammas=gammas, suffix=_pick(ctx, 120, 300), single=True)
+    z = ctx.sizes
+    ks, gammas = z["rm_ks"], z["rm_gammas"]
+    nm = cached(RA.lemma1_nm_table, ks=z["nm_ks"], gammas=z["nm_gammas"], suffixes=z["nm_suffixes"])
+    stream = cached(RA.lemma1_rm_table, ks=ks, gammas=gammas, suffix=z["rm_suffix"])
+    single = cached(RA.lemma1_rm_table, ks=ks, gammas=gammas, suffix=z["rm_suffix"], single=True)
     nm_fails = [r for r in nm.rows if not r.holds]
     stream_fails = [r for r in stream.rows if not r.params["bounded"]]
     late = [r for r in single.rows + stream.rows if r.params["bounded"] and r.params["last_paid_offset"] > r.bound]
     evidence = {"test": "theorems/test_lemma1_decay.py"}
     if nm_fails:
         evidence["nm_counterexample"] = ctx.save_counterexample("lemma1_nm_decoy_sleeper",
-                                                                RA.decoy_and_sleeper(3, 0.05, 80))
+                                                                adversary.decoy_and_sleeper(3, 0.05, 80))
     if stream_fails:
         r = stream_fails[0]
         P = RA.rm_priming(r.k, 4)
         evidence["rm_counterexample"] = ctx.save_counterexample(
             f"lemma1_rm_stream_k{r.k}_gamma{r.params['gamma']}",
-            RA.decoy_and_sleeper_rm(r.k, P, r.params["suffixes"][1], 4))
+            adversary.decoy_and_sleeper_rm(r.k, P, r.params["suffixes"][1], 4))
     holds = not nm_fails and not stream_fails and single.holds
     return ClaimResult(
         "holds" if holds else "refuted",
@@ -109,11 +109,12 @@ def lemma1(ctx: Context) -> ClaimResult:
 
 
 @claim("topic-shift", "§5", "Accumulation-heavy eviction degrades most right after a topic boundary, and decay "
-       "helps most there.")
+       "helps most there.",
+       sizes={"ks": ((10, 14), (10, 14)), "T": (600, 2000), "seeds": (3, 8)})
 def topic(ctx: Context) -> ClaimResult:
     rows = []
-    for k in (10, 14):
-        rows += RA.topic_shift_table(T=_pick(ctx, 600, 2000), k=k, seeds=_pick(ctx, 3, 8)).rows
+    for k in ctx.sizes["ks"]:
+        rows += cached(RA.topic_shift_table, T=ctx.sizes["T"], k=k, seeds=ctx.sizes["seeds"]).rows
     by = {}
     for r in rows:
         cell = by.setdefault((r.k, r.policy), {"first": [], "after": [], "late": []})
@@ -150,9 +151,10 @@ def topic(ctx: Context) -> ClaimResult:
 
 
 @claim("thm3-gda", "§6", "Greedy-Dual-Attention is k-competitive in the recompute model (k/(k-h+1) against an "
-       "optimum with cache h), whatever the tie-break.")
+       "optimum with cache h), whatever the tie-break.",
+       sizes={"seeds": (3, 10), "T": (150, 400)})
 def thm3(ctx: Context) -> ClaimResult:
-    table = RA.thm3_attention_table(seeds=_pick(ctx, 3, 10), T=_pick(ctx, 150, 400))
+    table = cached(RA.thm3_attention_table, seeds=ctx.sizes["seeds"], T=ctx.sizes["T"])
     cx = RA.thm3_counterexamples()
     free, charged, literal, varying = cx.rows
     ok = table.holds and charged.holds
@@ -161,17 +163,15 @@ def thm3(ctx: Context) -> ClaimResult:
     if free.holds:
         P = free.params["priming"]
         evidence["free_arrival_counterexample"] = ctx.save_counterexample(
-            "thm3_free_arrivals_decoy_stream", RA.decoy_and_sleeper_rm(free.k, P, free.params["suffix"],
+            "thm3_free_arrivals_decoy_stream", adversary.decoy_and_sleeper_rm(free.k, P, free.params["suffix"],
                                                                         free.params["rounds"]))
     if literal.holds:
         evidence["literal_refresh_counterexample"] = ctx.save_counterexample(
-            "thm3_literal_refresh_requests",
-            PagingTrace.unit([0, 100] + [101 if t % 2 == 0 else 100 for t in range(2, 40)]))
+            "thm3_literal_refresh_requests", adversary.unrequested_refresh_counterexample(40)[0])
     worst = max((r.ratio / r.bound for r in table.rows), default=0.0)
     if varying.holds:
         evidence["per_request_cost_counterexample"] = ctx.save_counterexample(
-            "thm3_per_request_costs", PagingTrace(np.asarray(RA.VARYING_COST_ITEMS), np.asarray(RA.VARYING_COSTS),
-                                                  np.arange(len(RA.VARYING_COST_ITEMS) + 1)))
+            "thm3_per_request_costs", adversary.varying_cost_counterexample())
     broken = free.holds or literal.holds or varying.holds
     return ClaimResult(
         ("holds-with-correction" if broken else "holds") if ok else "refuted",
@@ -185,8 +185,8 @@ def thm3(ctx: Context) -> ClaimResult:
          "charged_arrivals": {"gda": charged.alg_cost, "opt": charged.opt_cost, "bound": charged.bound},
          "literal_refresh": {"gda": literal.alg_cost, "opt": literal.opt_cost,
                              "default_gda": literal.params["default_gda_cost"]},
-         "per_request_costs": {"gda": varying.alg_cost, "opt": varying.opt_cost, "items": RA.VARYING_COST_ITEMS,
-                               "costs": RA.VARYING_COSTS}},
+         "per_request_costs": {"gda": varying.alg_cost, "opt": varying.opt_cost, "items": adversary.counterexamples.VARYING_COST_ITEMS,
+                               "costs": adversary.counterexamples.VARYING_COSTS}},
         {"ratio": "k/(k-h+1), k for h = k, for any tie-break"},
         evidence,
         correction=("Theorem 3 is Landlord's bound and needs Landlord's setting: (1) credits may be raised only on "
@@ -198,9 +198,10 @@ def thm3(ctx: Context) -> ClaimResult:
                     "(k/(k-h+1) - 1) times the summed arrival weights).") if broken else None)
 
 
-@claim("gda-trace", "§6", "On the decoy-and-sleeper input GD-A converges to keeping the sleeper, as the optimum does.")
+@claim("gda-trace", "§6", "On the decoy-and-sleeper input GD-A converges to keeping the sleeper, as the optimum does.",
+       sizes={"ks": ((3, 4, 6), (3, 4, 6, 8)), "suffixes": ((40, 80), (100, 200))})
 def gda_trace(ctx: Context) -> ClaimResult:
-    table = RA.gda_trace_table(ks=_pick(ctx, (3, 4, 6), (3, 4, 6, 8)), suffixes=_pick(ctx, (40, 80), (100, 200)))
+    table = cached(RA.gda_trace_table, ks=ctx.sizes["ks"], suffixes=ctx.sizes["suffixes"])
     conv = {f"{r.model} {r.workload} k={r.k}": r.params["converges"] for r in table.rows}
     nm_rows = [r for r in table.rows if r.model == "nm"]
     single = [r for r in table.rows if "single" in r.workload]
@@ -209,7 +210,7 @@ def gda_trace(ctx: Context) -> ClaimResult:
     evidence = {"test": "theorems/test_thm3_gda.py::test_gda_trace_on_decoy_and_sleeper"}
     if not nm_ok:
         evidence["nm_counterexample"] = ctx.save_counterexample("gda_trace_nm_decoy_sleeper",
-                                                                RA.decoy_and_sleeper(3, 0.05, 80))
+                                                                adversary.decoy_and_sleeper(3, 0.05, 80))
     verdict = "holds" if nm_ok else "refuted"
     return ClaimResult(
         verdict,
@@ -228,7 +229,8 @@ def gda_trace(ctx: Context) -> ClaimResult:
 
 
 @claim("gda-unification", "§6, Fig 12", "GD-A at three settings is LRU, StreamingLLM's sink-plus-window, and a "
-       "decayed H2O heavy-hitter rule.")
+       "decayed H2O heavy-hitter rule.",
+       sizes={"traces": (4, 16)})
 def gda_unification(ctx: Context) -> ClaimResult:
     import policies
     from kvcore.engine import run
@@ -237,7 +239,7 @@ def gda_unification(ctx: Context) -> ClaimResult:
     checked = {}
     for rec in UNIFICATION:
         same = True
-        for s in range(_pick(ctx, 4, 16)):
+        for s in range(ctx.sizes["traces"]):
             T = 60
             rows = []
             for t in range(T):
@@ -278,9 +280,10 @@ def gda_unification(ctx: Context) -> ClaimResult:
         correction=decayed["note"] if needs_zero_weight else None)
 
 
-@claim("gda-cost", "§6", "GD-A costs O(log k) per eviction and O(1) per lazy rent step, like H2O's heap.")
+@claim("gda-cost", "§6", "GD-A costs O(log k) per eviction and O(1) per lazy rent step, like H2O's heap.",
+       sizes={"ks": ((16, 128, 1024), (16, 128, 1024, 4096)), "T": (3000, 12000)})
 def gda_cost(ctx: Context) -> ClaimResult:
-    table = RA.gda_cost_table(ks=_pick(ctx, (16, 128, 1024), (16, 128, 1024, 4096)), T=_pick(ctx, 3000, 12000))
+    table = cached(RA.gda_cost_table, **ctx.sizes)
     per = {r.k: r.alg_cost for r in table.rows}
     ks = sorted(per)
     flat = per[ks[-1]] <= 2.0 * per[ks[0]] + 1.0
@@ -297,19 +300,21 @@ def gda_cost(ctx: Context) -> ClaimResult:
 
 
 @claim("thm4-persistence", "§7", "Under (rho, W)-persistence with the recent heavy-set union fitting the budget, "
-       "R-LRU-H's NM regret is at most the summed light-tail mass.")
+       "R-LRU-H's NM regret is at most the summed light-tail mass.",
+       sizes={"T": (300, 1500), "seeds": (3, 8)})
 def thm4(ctx: Context) -> ClaimResult:
-    table = RA.thm4_table(T=_pick(ctx, 300, 1500), seeds=_pick(ctx, 3, 8))
+    table = cached(RA.thm4_table, **ctx.sizes)
     cx, rest = table.rows[0], table.rows[1:]
     refuted_literal = cx.params["paper_premise"] and cx.alg_cost > cx.bound
     corrected = [r for r in rest if r.params["corrected_premise"]]
     spikes = [r for r in rest if "spike" in r.workload]
-    path = ctx.save_counterexample("thm4_nm_counterexample", AttentionTrace.from_rows(RA.THM4_COUNTEREXAMPLE_ROWS))
+    path = ctx.save_counterexample("thm4_nm_counterexample", adversary.thm4_nm_counterexample())
     ok_corrected = all(r.holds for r in corrected) and bool(corrected)
     verdict = ("holds-with-correction" if refuted_literal else "holds") if ok_corrected else "refuted"
     return ClaimResult(
         verdict,
-        f"The paper's premise holds on the 6-row trace {RA.THM4_COUNTEREXAMPLE_ROWS} (k = 3, rho = tau = 0.5, "
+        f"The paper's premise holds on the 6-row trace {list(adversary.counterexamples.THM4_NM_ROWS)} (k = 3, "
+        f"rho = tau = 0.5, "
         f"W = 1) yet R-LRU-H loses {cx.alg_cost:g} > tail {cx.bound:g}.  Under the corrected premise the bound "
         f"held, with no heavy entry lost, on all {len(corrected)} generated runs; idle-token spikes (premise broken) "
         f"lose {[r.params['heavy_lost'] for r in spikes]} heavy mass.",
@@ -328,9 +333,10 @@ def thm4(ctx: Context) -> ClaimResult:
 
 
 @claim("thm4-threshold", "§7", "The best threshold tau is the one at which the persistent heavy set just fills the "
-       "budget.")
+       "budget.",
+       sizes={"T": (300, 1000), "seeds": (3, 6)})
 def thm4_threshold(ctx: Context) -> ClaimResult:
-    table = RA.threshold_recipe_table(T=_pick(ctx, 300, 1000), seeds=_pick(ctx, 3, 6))
+    table = cached(RA.threshold_recipe_table, **ctx.sizes)
     rows = [r for r in table.rows if r.params["feasible"]]
     reasons = {}
     for r in rows:
@@ -353,15 +359,16 @@ def thm4_threshold(ctx: Context) -> ClaimResult:
 
 
 @claim("nm-belady-analog", "§3, §4", "In the no-refetch model the offline optimum keeps, at each step, the k tokens "
-       "that will receive the most future attention mass.")
+       "that will receive the most future attention mass.",
+       sizes={"T": (4, 5)})
 def nm_belady(ctx: Context) -> ClaimResult:
-    table = RA.nm_belady_table(T=_pick(ctx, 4, 5))
+    table = cached(RA.nm_belady_table, **ctx.sizes)
     cx = table.rows[0]
     sep = sum(r.params["separating"] for r in table.rows[1:])
     evidence = {"test": "theorems/test_nm_belady_analog.py"}
     if cx.params["separates"] or sep:
         evidence["counterexample"] = ctx.save_counterexample(
-            "nm_belady_future_mass", AttentionTrace.from_dense(np.array([[1, 0, 0], [0.6, 0.4, 0], [0, 0.4, 0.6]])))
+            "nm_belady_future_mass", adversary.future_mass_counterexample())
     return ClaimResult(
         "refuted" if (cx.params["separates"] or sep) else "holds",
         f"On a[0] = (1), a[1] = (.6, .4), a[2] = (0, .4, .6) with h = 1 the future-mass rule loses {cx.alg_cost:g}, "
@@ -378,19 +385,17 @@ def nm_belady(ctx: Context) -> ClaimResult:
 
 
 @claim("rm-belady", "§4", "In the recompute model the offline optimum evicts the token whose next above-threshold "
-       "attention is furthest in the future.")
+       "attention is furthest in the future.",
+       sizes={"seeds": (30, 100)})
 def rm_belady(ctx: Context) -> ClaimResult:
-    table = RA.rm_belady_table(seeds=_pick(ctx, 30, 100))
+    table = cached(RA.rm_belady_table, **ctx.sizes)
     cx = table.rows[0]
     sep = sum(r.params["separating_weighted"] for r in table.rows[1:])
     unit = all(r.params["unit_cost_equals_opt"] for r in table.rows[1:])
     evidence = {"test": "theorems/test_nm_belady_analog.py::test_rm_furthest_next_attention"}
-    a = np.eye(6)
-    for t, i in [(3, 1), (4, 0), (5, 2)]:
-        a[t, i], a[t, t] = 0.25, 0.75
     if cx.params["separates"] or sep:
         evidence["counterexample"] = ctx.save_counterexample(
-            "rm_belady_position_costs", rm_requests_from_attention(AttentionTrace.from_dense(a), 0.25))
+            "rm_belady_position_costs", adversary.position_cost_counterexample())
     refuted = cx.params["separates"] or sep > 0
     return ClaimResult(
         "refuted" if refuted else "holds",

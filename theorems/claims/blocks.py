@@ -1,19 +1,18 @@
 """The figure page's simulated findings (seed 002), rerun on the toolkit's own block workload
-(:mod:`theorems.block_study`).  The page's traces are not available, so these verdicts are about the *shape* of its
+(:mod:`theorems.results.blocks`).  The page's traces are not available, so these verdicts are about the *shape* of its
 results on a stated generative workload; the page's own hit rates are shown as the expectation."""
 
 from __future__ import annotations
 
-import json
+from figures.published_data import load_published
+from theorems.results.blocks import block_study as study
 
-from figures.published import DATA_FILE
-from theorems.results import block_study as study
-
-from . import ClaimResult, Context, claim
+from .registry import ClaimResult, Context, claim
 
 
 def page_numbers() -> dict:
-    return json.loads(DATA_FILE.read_text())["seed002_block_study"]
+    return load_published()["seed002_block_study"]
+
 
 
 @claim("blk-alpha-interior-optimum", "seed 002", "The block hit rate is non-monotone in alpha with an interior "
@@ -39,7 +38,7 @@ def alpha_optimum(ctx: Context) -> ClaimResult:
          "not_converging_to_lfu": not_lfu, "upper_bound_per_seed": s["upper_bound"]["hit_rate_per_seed"],
          "workload": s["workload"]["params"], "profile": s["profile"]},
         {"hit_rate_percent": page, "interior_optimum_near": 0.05, "converges_to_lfu": False},
-        {"test": "tests/test_block_study.py", "module": "theorems/block_study.py",
+        {"test": "tests/test_block_study.py", "module": "theorems/results/blocks.py",
          "figure": ctx.figures.get("seed002", [])})
 
 
@@ -68,7 +67,7 @@ def persistent_state(ctx: Context) -> ClaimResult:
          "largest_gain_exceeds_spread": exceeds, "rows": {r: p["rows"] for r, p in s["persistence"].items()}},
         {"persistence_hit_rate_percent": page_numbers()["persistence_hit_rate_percent"],
          "lfu_gain_pts": 34.15, "ema_0.01_gain_pts": 24.85, "ema_0.15_gain_pts": -0.21},
-        {"test": "tests/test_persistent_state.py", "module": "theorems/block_study.py",
+        {"test": "tests/test_persistent_state.py", "module": "theorems/results/blocks.py",
          "figure": ctx.figures.get("seed002", [])},
         correction=None if all_parts else
         "only part reproduces on this workload: " + "; ".join(

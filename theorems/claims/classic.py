@@ -3,13 +3,11 @@
 from __future__ import annotations
 
 from kvcore.formulas import harmonic, landlord_bound
-from theorems.results import (cached, deterministic_rm_policies)
+from theorems.results.classic import (cyclic_table, deterministic_rm_policies, eq6_table, eq8_table, lfu_table,
+                                      lru_phase_table, marking_table, uniform_limit_table, upper_bound_policies)
+from theorems.tables import cached
 
-from . import ClaimResult, Context, claim
-
-
-def _sizes(ctx: Context, quick, full):
-    return full if ctx.profile.name == "full" else quick
+from .registry import ClaimResult, Context, claim
 
 
 def _ratio_summary(table, key=lambda r: (r.policy, r.k)):
@@ -22,35 +20,37 @@ def _ratio_summary(table, key=lambda r: (r.policy, r.k)):
 
 
 @claim("eq6-det-lower-bound", "§4(a)", "No deterministic eviction policy can guarantee a ratio below k: an adversary "
-       "over k+1 tokens that always requests the missing one forces a fault on every step.")
+       "over k+1 tokens that always requests the missing one forces a fault on every step.",
+       sizes={"ks": ((2, 4, 8, 16), (2, 4, 8, 16, 32, 64)), "T_per_k2": (20, 20)})
 def eq6(ctx: Context) -> ClaimResult:
-    ks = _sizes(ctx, (2, 4, 8, 16), (2, 4, 8, 16, 32, 64))
-    table = cached("eq6_table", ks=ks, T_per_k2=20)
+    ks = ctx.sizes["ks"]
+    table = cached(eq6_table, ks=ks, T_per_k2=ctx.sizes["T_per_k2"])
     names = deterministic_rm_policies()
     worst_eps = max(r.params["eps"] for r in table.rows)
     return ClaimResult(
         "holds" if table.holds else "refuted",
-        f"All {len(names)} deterministic RM policies fault on every one of the T = 20k^2 adaptive requests and reach "
+        f"All {len(names)} deterministic RM policies fault on every one of the T = {ctx.sizes['T_per_k2']}k^2 adaptive requests and reach "
         f"ratio >= k(1 - {worst_eps:.3f}) against Belady for k in {list(ks)}." if table.holds else
         f"{len(table.failures())} rows fall below k(1-eps).",
         {"policies": names, "ratio_by_policy_and_k": _ratio_summary(table), "failures": len(table.failures()),
-         "T_per_k2": 20},
+         "T_per_k2": ctx.sizes["T_per_k2"]},
         {"ratio_at_least": "k (as T grows)"},
         {"test": "theorems/test_eq6_det_lower_bound.py", "figure": ctx.figures.get("8", [])})
 
 
 @claim("eq8-landlord", "§4(b)", "Landlord with cache k is k/(k-h+1)-competitive against an optimum with cache h; "
-       "with h = k/2 the ratio is about 2.")
+       "with h = k/2 the ratio is about 2.",
+       sizes={"ks": ((2, 3, 4, 8), (2, 4, 8, 16)), "T": (400, 3000), "seeds": (2, 4), "T_cycles": (200, 1000)})
 def eq8(ctx: Context) -> ClaimResult:
-    ks = _sizes(ctx, (2, 3, 4, 8), (2, 4, 8, 16))
-    table = cached("eq8_table", ks=ks, T=_sizes(ctx, 400, 3000), seeds=_sizes(ctx, 2, 4))
-    cyc = cached("cyclic_table", ks=ks, T_cycles=_sizes(ctx, 200, 1000))
+    ks = ctx.sizes["ks"]
+    table = cached(eq8_table, ks=ks, T=ctx.sizes["T"], seeds=ctx.sizes["seeds"])
+    cyc = cached(cyclic_table, ks=ks, T_cycles=ctx.sizes["T_cycles"])
     worst = max((r.ratio / r.bound for r in table.rows), default=0.0)
     at_half = landlord_bound(2000, 1000)
     ok = table.holds and cyc.holds
     return ClaimResult(
         "holds" if ok else "refuted",
-        f"No run of LRU, FIFO, FWF, Landlord or GD-A exceeded k/(k-h+1) (largest ratio/bound {worst:.3f} over "
+        f"No run of {', '.join(upper_bound_policies())} exceeded k/(k-h+1) (largest ratio/bound {worst:.3f} over "
         f"{len(table.rows)} runs); the cyclic sequence reaches within O(1/T) of it; k=2000, h=1000 gives "
         f"{at_half:.4f}.",
         {"runs": len(table.rows), "largest_ratio_over_bound": worst, "failures": len(table.failures()),
@@ -61,11 +61,13 @@ def eq8(ctx: Context) -> ClaimResult:
 
 
 @claim("eq9-randomized", "§4(c)", "Marking is 2H_k-competitive and H_k is the optimal randomized ratio; for "
-       "k = 200 that is 200 (deterministic) against about 6, and for k = 2000 H_k is about 8.1.")
+       "k = 200 that is 200 (deterministic) against about 6, and for k = 2000 H_k is about 8.1.",
+       sizes={"ks": ((2, 4, 8), (2, 4, 8, 16)), "phases": (40, 200), "marking_seeds": (16, 64),
+              "uniform_T": (8000, 40000), "uniform_seeds": (6, 16)})
 def eq9(ctx: Context) -> ClaimResult:
-    ks = _sizes(ctx, (2, 4, 8), (2, 4, 8, 16))
-    mark = cached("marking_table", ks=ks, phases=_sizes(ctx, 40, 200), seeds=_sizes(ctx, 16, 64))
-    uni = cached("uniform_limit_table", ks=ks, T=_sizes(ctx, 8000, 40000), seeds=_sizes(ctx, 6, 16))
+    ks = ctx.sizes["ks"]
+    mark = cached(marking_table, ks=ks, phases=ctx.sizes["phases"], seeds=ctx.sizes["marking_seeds"])
+    uni = cached(uniform_limit_table, ks=ks, T=ctx.sizes["uniform_T"], seeds=ctx.sizes["uniform_seeds"])
     h200, h2000 = harmonic(200), harmonic(2000)
     ok = mark.holds and uni.holds
     rounded = round(h2000, 1)
@@ -85,10 +87,10 @@ def eq9(ctx: Context) -> ClaimResult:
 
 
 @claim("lru-phase-argument", "§2.2", "LRU faults at most k times per phase (a maximal run with k distinct pages) and "
-       "the optimum faults at least once per phase boundary.")
+       "the optimum faults at least once per phase boundary.",
+       sizes={"ks": ((2, 4, 8), (2, 4, 8, 16, 32)), "T": (2000, 20000), "seeds": (3, 8)})
 def lru_phase(ctx: Context) -> ClaimResult:
-    table = cached("lru_phase_table", ks=_sizes(ctx, (2, 4, 8), (2, 4, 8, 16, 32)), T=_sizes(ctx, 2000, 20000),
-                   seeds=_sizes(ctx, 3, 8))
+    table = cached(lru_phase_table, **ctx.sizes)
     return ClaimResult(
         "holds" if table.holds else "refuted",
         f"On {len(table.rows)} seeded sequences LRU's largest per-phase fault count never exceeded k and OPT paid at "
@@ -99,10 +101,10 @@ def lru_phase(ctx: Context) -> ClaimResult:
         {"test": "theorems/test_lru_phase_argument.py"})
 
 
-@claim("lfu-unbounded", "§2.2", "LFU's competitive ratio is unbounded.")
+@claim("lfu-unbounded", "§2.2", "LFU's competitive ratio is unbounded.",
+       sizes={"ks": ((2, 4, 8), (2, 4, 8)), "ms": ((2, 8, 32, 128), (2, 8, 32, 128, 512))})
 def lfu(ctx: Context) -> ClaimResult:
-    ms = _sizes(ctx, (2, 8, 32, 128), (2, 8, 32, 128, 512))
-    table = cached("lfu_table", ks=(2, 4, 8), ms=ms)
+    table = cached(lfu_table, **ctx.sizes)
     top = max(table.rows, key=lambda r: r.ratio)
     return ClaimResult(
         "holds" if table.holds else "refuted",
@@ -113,7 +115,8 @@ def lfu(ctx: Context) -> ClaimResult:
         {"test": "theorems/test_lfu_unbounded.py"})
 
 
-@claim("balance-uniform-lru", "§4", "Balance and Landlord both reduce to LRU when all weights are equal.")
+@claim("balance-uniform-lru", "§4", "Balance and Landlord both reduce to LRU when all weights are equal.",
+       sizes={"sequences": (40, 200)})
 def balance_uniform(ctx: Context) -> ClaimResult:
     import numpy as np
 
@@ -122,7 +125,7 @@ def balance_uniform(ctx: Context) -> ClaimResult:
     from kvcore.traces import PagingTrace
 
     same: dict[str, dict[str, int]] = {"Balance": {"LRU": 0, "FIFO": 0}, "Landlord": {"LRU": 0, "FIFO": 0}}
-    n = _sizes(ctx, 40, 200)
+    n = ctx.sizes["sequences"]
     first_diff = None
     for s in range(n):
         rng = np.random.default_rng(s)

@@ -1,27 +1,27 @@
 """Claims about practice (paper Sections 2.3, 4, 8, 10, 11): access graphs, random tie-breaks, pinned sinks,
 adaptive budgets, the Section 10 default policy and the Section 11 GD-A validation.  Every verdict is derived from
-the computation in :mod:`theorems.results_practice`; the sizes come from the profile."""
+the computation in :mod:`theorems.results.practice`; each claim declares its sizes per profile."""
 
 from __future__ import annotations
 
 from fractions import Fraction
 
+import policies
+from adversary import adaptive_k_plus_one_nm, broad_and_sharp
 from kvcore.formulas import harmonic
-from theorems.results_practice import (access_graph_ratio, access_graph_table, adaptive_budget_table,
-                                       default_policy_table, gda_validation,
-                                       mixed_workload, random_tiebreak_table, sink_traces, sinks_pinning_table,
-                                       tie_free_trace, DefaultFixedTies)
+from kvcore.optima.access_graph import access_graph_ratio
+from theorems.results.practice import (access_graph_table, adaptive_budget_table, default_policy_table,
+                                       gda_validation, importance_rules, random_tiebreak_table, sink_traces,
+                                       sinks_pinning_table)
+from theorems.tables import cached
 
-from . import ClaimResult, Context, claim
-
-
-def _full(ctx: Context) -> bool:
-    return ctx.profile.name == "full"
+from .registry import ClaimResult, Context, claim
 
 
 @claim("access-graph", "§2.3, §8", "On strongly local access graphs (a path, low-bandwidth structures) the achievable "
        "competitive ratio falls well below k; SPEC §5 values: path LRU 1, FIFO (k+1)/2; cycle N >= k+1 LRU "
-       "(N-1)/(N-k), FIFO k; star with k+1 leaves LRU k-1; c_LRU <= c_FIFO on every graph.")
+       "(N-1)/(N-k), FIFO k; star with k+1 leaves LRU k-1; c_LRU <= c_FIFO on every graph.",
+       sizes={"large_ks": ((), (4,)), "k_other_graphs": (2, 3)})
 def access_graph(ctx: Context) -> ClaimResult:
     import networkx as nx
 
@@ -30,13 +30,13 @@ def access_graph(ctx: Context) -> ClaimResult:
     from kvcore.engine import run
     from kvcore.optima import belady
 
-    ks = (2, 3, 4) if _full(ctx) else (2, 3)
-    table = access_graph_table(ks=(2, 3))
-    if _full(ctx):      # k = 4: the game has ~10^4 states per FIFO graph; the smaller path and cycles only
-        table.rows += access_graph_table(ks=(4,), path_extra=1, cycle_extra=(0, 1)).rows
+    ks = (2, 3) + ctx.sizes["large_ks"]
+    table = cached(access_graph_table, ks=(2, 3))
+    if ctx.sizes["large_ks"]:  # k = 4: the game has ~10^4 states per FIFO graph; the smaller path and cycles only
+        table.rows += cached(access_graph_table, ks=ctx.sizes["large_ks"], path_extra=1, cycle_extra=(0, 1)).rows
     extra = {"grid 2x3": grid_access_graph(2, 3), "binary tree h=2": tree_access_graph(2, 2),
              "random 6 (p=0.3)": random_access_graph(6, 0.3, seed=1), "cycle 6": nx.cycle_graph(6)}
-    k_cmp = 3 if _full(ctx) else 2
+    k_cmp = ctx.sizes["k_other_graphs"]
     comparisons = {}
     for name, G in extra.items():
         lru, fifo = access_graph_ratio(G, k_cmp, "LRU", name), access_graph_ratio(G, k_cmp, "FIFO", name)
@@ -78,17 +78,16 @@ def access_graph(ctx: Context) -> ClaimResult:
 
 
 @claim("random-tiebreak", "§4, §10", "Randomizing ties among eviction candidates moves the worst case from k toward "
-       "H_k at no cost on benign traces.")
+       "H_k at no cost on benign traces.",
+       sizes={"ks": ((4, 8), (4, 8, 16)), "seeds": (16, 16), "nm_k": (16, 16), "nm_T": (300, 300)})
 def random_tiebreak(ctx: Context) -> ClaimResult:
-    ks = (4, 8, 16) if _full(ctx) else (4, 8)
-    seeds = min(ctx.profile.seeds, 16)
-    nm_k = min(ctx.profile.nm_k, 16)
-    table = random_tiebreak_table(ks=ks, seeds=seeds, nm_T=300, nm_k=nm_k)
+    ks, seeds, nm_k, nm_T = (ctx.sizes[x] for x in ("ks", "seeds", "nm_k", "nm_T"))
+    table = cached(random_tiebreak_table, ks=ks, seeds=seeds, nm_T=nm_T, nm_k=nm_k)
     rows = {(r.policy, r.workload, r.k): r for r in table.rows}
     nm = {(r.policy, r.workload): r for r in table.rows if r.model == "nm"}
-    tie_free_same = nm[("Default", "tie-free adaptive")].alg_cost == nm[("Default (fixed ties)",
+    tie_free_same = nm[("Default", "tie-free adaptive")].alg_cost == nm[("Default-FixedTies",
                                                                         "tie-free adaptive")].alg_cost
-    ties_help = nm[("Default", "tie-targeted")].alg_cost < nm[("Default (fixed ties)", "tie-targeted")].alg_cost
+    ties_help = nm[("Default", "tie-targeted")].alg_cost < nm[("Default-FixedTies", "tie-targeted")].alg_cost
     marking_cyc = {k: rows[("Marking", "cyclic k+1", k)].ratio for k in ks}
     lru_cyc = {k: rows[("LRU", "cyclic k+1", k)].ratio for k in ks}
     marking_adaptive = {k: rows[("Marking", "adaptive k+1", k)].ratio for k in ks}
@@ -99,7 +98,8 @@ def random_tiebreak(ctx: Context) -> ClaimResult:
     benign_costly = any(ci[0] > 0 for _, ci in benign_cost.values())
     evidence = {"test": "theorems/test_random_tiebreak.py"}
     if tie_free_same:
-        tr = tie_free_trace(DefaultFixedTies(recent=max(1, nm_k // 4), n_sinks=2), nm_k, 300)
+        fixed = policies.resolve("Default-FixedTies", {"recent": max(1, nm_k // 4), "n_sinks": 2})
+        tr = adaptive_k_plus_one_nm(fixed(), nm_k, nm_T)
         evidence["counterexample"] = ctx.save_counterexample("random_tiebreak_tie_free", tr)
     verdict = "refuted" if tie_free_same else ("holds" if marking_helps_oblivious and not benign_costly
                                                else "holds-with-correction")
@@ -133,15 +133,16 @@ def _fmt(d: dict) -> str:
 
 
 @claim("sinks-pinning", "§8", "Pinning a small set of attention sinks outside the importance mechanism helps an "
-       "importance rule.")
+       "importance rule.",
+       sizes={"T": (600, 4000), "k": (32, 128), "synthetic_seeds": (1, 2), "real_traces": (2, -1)})
 def sinks_pinning(ctx: Context) -> ClaimResult:
-    T, k = ctx.profile.nm_T, ctx.profile.nm_k
-    traces = sink_traces(T, seeds=2 if _full(ctx) else 1, real=-1 if _full(ctx) else 2)
+    T, k = ctx.sizes["T"], ctx.sizes["k"]
+    traces = sink_traces(T, seeds=ctx.sizes["synthetic_seeds"], real=ctx.sizes["real_traces"])
     table = sinks_pinning_table(traces, k, n_sinks=(1, 4))
     per = {}
     for n_sinks in (1, 4):
         rows = {(r.policy, r.workload): r for r in table.rows if r.params["n_sinks"] == n_sinks}
-        for rule in ("ACC", "H2O", "DecayedACC"):
+        for rule in importance_rules():
             diffs = [rows[(f"{rule}+sinks", w)].alg_cost - rows[(rule, w)].alg_cost for w in traces]
             drops = [rows[(rule, w)].params["unpinned_sink_drops"] for w in traces]
             per[f"{rule} sinks={n_sinks}"] = {"traces_where_unpinned_rule_dropped_a_sink": sum(d > 0 for d in drops),
@@ -174,12 +175,11 @@ def sinks_pinning(ctx: Context) -> ClaimResult:
 
 
 @claim("adaptive-budget", "§8, §11", "A budget sized to each request's measured persistent heavy set beats a fixed "
-       "budget on workloads mixing broad and sharp attention.")
+       "budget on workloads mixing broad and sharp attention.",
+       sizes={"sequences_of_each_kind": (2, 4), "T": (300, 800), "k": (24, 24)})
 def adaptive_budget(ctx: Context) -> ClaimResult:
-    n = 4 if _full(ctx) else 2
-    T = 800 if _full(ctx) else 300
-    k = 24
-    table = adaptive_budget_table(mixed_workload(n, n, T), k)
+    n, T, k = ctx.sizes["sequences_of_each_kind"], ctx.sizes["T"], ctx.sizes["k"]
+    table = adaptive_budget_table(broad_and_sharp(n, n, T), k)
     tot = {(r.policy, r.params["allocation"]): r.alg_cost for r in table.rows}
     pols = sorted({p for p, _ in tot})
     gain = {p: tot[(p, "fixed")] - tot[(p, "adaptive")] for p in pols}
@@ -207,11 +207,11 @@ def _fmt_gain(g: dict) -> str:
 
 
 @claim("default-policy", "§10", "Recency floor + pinned sinks + decayed score + random ties is safe on adversarial "
-       "traces and loses nothing on benign traces.")
+       "traces and loses nothing on benign traces.",
+       sizes={"T": (600, 2000), "k": (32, 128), "seeds": (8, 8), "real_traces": (1, -1)})
 def default_policy(ctx: Context) -> ClaimResult:
-    # the adaptive NM adversary and six NM optima per trace: capped at 2000 steps to keep --full in minutes
-    T, k = min(ctx.profile.nm_T, 2000), ctx.profile.nm_k
-    table = default_policy_table(T, k, seeds=min(ctx.profile.seeds, 8), real=-1 if _full(ctx) else 1)
+    T, k = ctx.sizes["T"], ctx.sizes["k"]
+    table = cached(default_policy_table, T=T, k=k, seeds=ctx.sizes["seeds"], real=ctx.sizes["real_traces"])
     by = {}
     for r in table.rows:
         by.setdefault(r.workload, {})[r.policy] = r
@@ -252,10 +252,11 @@ def default_policy(ctx: Context) -> ClaimResult:
 
 
 @claim("gda-validation", "§11", "GD-A matches the heavy-hitter policies on benign traces and separates from them on a "
-       "shifted or adversarial suffix.")
+       "shifted or adversarial suffix.",
+       sizes={"T": (600, 2000), "k": (32, 128), "real_traces": (1, -1)})
 def gda_validation_claim(ctx: Context) -> ClaimResult:
-    T, k = min(ctx.profile.nm_T, 2000), ctx.profile.nm_k      # capped like default-policy (NM optima dominate)
-    res, traces = gda_validation(T, k, real=-1 if _full(ctx) else 1)
+    T, k = ctx.sizes["T"], ctx.sizes["k"]
+    res, traces = cached(gda_validation, T=T, k=k, real=ctx.sizes["real_traces"])
     summary = {}
     for name, rows in res.items():
         for kk in sorted({r["k"] for r in rows}):

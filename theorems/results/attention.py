@@ -1,8 +1,8 @@
 """Result tables of the attention results (paper Sections 4-7): Theorem 2, Lemma 1, topic shifts, Theorem 3 and
 GD-A's trace / cost, Theorem 4 and its threshold recipe, the NM and RM "Belady analogs", the NM adaptive adversary.
 
-Same contract as :mod:`theorems.results`: each function runs policies through a workload against the exact optimum
-(:func:`kvcore.optima.nm_opt` / :func:`kvcore.optima.rm_opt`) and returns a :class:`~theorems.verify.Table`; the
+Same contract as :mod:`theorems.results.classic`: each function runs policies through a workload against the exact
+optimum (:func:`kvcore.optima.nm_opt` / :func:`kvcore.optima.rm_opt`) and returns a :class:`~theorems.tables.Table`; the
 bound in a row is derived from the construction (a count read off the trace, a formula), never from an earlier run.
 Rows whose ``holds`` is ``None`` are measurements the result's verdict is read from (``params`` says what).
 
@@ -26,18 +26,20 @@ import numpy as np
 
 import policies
 from adversary import (adaptive_k_plus_one_nm, decoy_and_sleeper, decoy_and_sleeper_rm, decoy_and_sleeper_rm_blocks,
-                       decoy_and_sleeper_roles, heavy_union_size, idle_token_spike, persistence_holds,
-                       persistent_attention, tail_mass_per_step, topic_shift, zipf_focus_attention)
-from adversary.persistence import zipf_weights
-from kvcore.engine import RMSimulator, run, run_nm, run_rm
+                       decoy_and_sleeper_roles, dirichlet_attention, future_mass_counterexample, heavy_union_size,
+                       idle_token_spike, observed_union_max, persistence_holds, persistence_violations,
+                       persistent_attention, position_cost_counterexample, tail_mass_per_step,
+                       thm4_nm_counterexample, topic_shift, two_entry_traces, unrequested_refresh_counterexample,
+                       varying_cost_counterexample, zipf_focus_attention)
+from kvcore.engine import run, run_nm, run_rm
 from kvcore.formulas import landlord_bound
-from kvcore.optima import belady, future_mass_heuristic, nm_opt, rm_opt
+from kvcore.measure import measure, ratio, schedule_regret, within
+from kvcore.optima import belady, furthest_next_heuristic, future_mass_heuristic, nm_opt, rm_opt
 from kvcore.traces import AttentionTrace, PagingTrace, recompute_weights, rm_requests_from_attention
 
-from .verify import Row, Table, ratio, within
+from ..tables import Row, Table
 
 THETA = 0.5            # RM request threshold for the decoy-and-sleeper stream (the generator allows (0, 1])
-SCORE_POLICIES = ("ACC", "DecayedACC", "GD-A")
 
 
 def w_gamma(gamma: float, eps: float | None = None) -> float:
@@ -54,16 +56,6 @@ def rm_priming(k: int, rounds: int, extra: int = 10) -> int:
 def paid_steps(per_step: np.ndarray, start: int) -> np.ndarray:
     """Offsets (from ``start``) of the steps with a positive cost."""
     return np.nonzero(per_step[start:] > 0)[0]
-
-
-def nm_per_step_of_schedule(trace: AttentionTrace, evictions: list[tuple[int, int]]) -> np.ndarray:
-    """Per-step NM regret of a drop schedule: token ``i`` is resident on ``[i, drop_i)``."""
-    drop = np.full(trace.T, trace.T, dtype=np.int64)
-    for t, i in evictions:
-        drop[i] = min(drop[i], t)
-    rows = np.repeat(np.arange(trace.T), np.diff(trace.indptr))
-    lost = rows >= drop[trace.indices]
-    return np.bincount(rows[lost], weights=trace.weights[lost], minlength=trace.T)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -238,7 +230,7 @@ def topic_shift_table(T: int = 600, topic_length: int = 100, heavy_size: int = 6
         ts = topic_shift(T, topic_length, heavy_size, seed=s)
         tr, bs = ts.trace, ts.boundaries
         opt = nm_opt(tr, k, record=True)
-        opt_steps = nm_per_step_of_schedule(tr, opt.evictions)
+        opt_steps = schedule_regret(tr, opt.evictions)
         windows = {"first": np.arange(0, bs[0]),
                    "after": np.concatenate([np.arange(b, min(b + window, T)) for b in bs]),
                    "late": np.concatenate([np.arange(b - window, b) for b in bs[1:]] + [np.arange(T - window, T)])}
@@ -297,7 +289,7 @@ def thm3_counterexamples(k: int = 3, rounds: int = 2, suffix: int = 20, T_litera
       observed row putting .05 on item 0 every step (tests/test_gda_unification.py): every request faults
       (cost T) while Belady with ``h = k = 2`` pays 3.
     * Per-request costs (an item's fault cost differs between its requests, as adversary.strategies.paging_traces
-      draws them): :data:`VARYING_COST_ITEMS` -- GD-A pays 40, OPT 4, ratio 10 > k = 2."""
+      draws them): :func:`adversary.varying_cost_counterexample` -- GD-A pays 40, OPT 4, ratio 10 > k = 2."""
     table = Table("thm3-counterexamples", "the two readings of Theorem 3 that fail")
     P = rm_priming(k, rounds, extra=2)
     tr = decoy_and_sleeper_rm(k, P, suffix, rounds)
@@ -312,28 +304,19 @@ def thm3_counterexamples(k: int = 3, rounds: int = 2, suffix: int = 20, T_litera
     table.add(Row(table.result, "GD-A", "rm", "decoy-sleeper stream, arrivals charged", k, k, c2, o2, ratio(c2, o2),
                   landlord_bound(k, k), within(ratio(c2, o2), landlord_bound(k, k)),
                   params={"reading": "charged arrivals (corrected)"}))
-    req = PagingTrace.unit([0, 100] + [101 if t % 2 == 0 else 100 for t in range(2, T_literal)])
-    rows = AttentionTrace.from_rows([{0: 1.0}] + [{0: 0.05, t: 0.95} for t in range(1, T_literal)])
+    req, rows = unrequested_refresh_counterexample(T_literal)
     lit = run_rm(policies.make("GD-A", rm_attention_refresh=True), req, 2, observe=rows).cost
     dft = run_rm(policies.make("GD-A"), req, 2, observe=rows).cost
     bel = belady(req, 2).cost
     table.add(Row(table.result, "GD-A (rm_attention_refresh)", "rm", "refresh of an unrequested item", 2, 2, lit, bel,
                   ratio(lit, bel), landlord_bound(2, 2), lit == T_literal and ratio(lit, bel) > 2,
                   params={"reading": "literal refresh", "default_gda_cost": dft}))
-    varying = PagingTrace(np.asarray(VARYING_COST_ITEMS), np.asarray(VARYING_COSTS),
-                          np.arange(len(VARYING_COST_ITEMS) + 1), "per-request costs")
-    vc, vo = run_rm(policies.make("GD-A"), varying, 2).cost, rm_opt(varying, 2).cost
-    table.add(Row(table.result, "GD-A", "rm", "an item's cost changes between requests", 2, 2, vc, vo, ratio(vc, vo),
-                  landlord_bound(2, 2), ratio(vc, vo) > landlord_bound(2, 2),
-                  params={"reading": "per-request costs", "items": VARYING_COST_ITEMS, "costs": VARYING_COSTS}))
+    varying = varying_cost_counterexample()
+    vm = measure(policies.resolve("GD-A"), varying, 2)
+    table.add(Row.of(table.result, vm, "an item's cost changes between requests", landlord_bound(2, 2),
+                     vm.ratio > landlord_bound(2, 2), params={"reading": "per-request costs",
+                                                              "items": varying.items, "costs": varying.costs}))
     return table
-
-
-# Found by random search over 3 items, costs {1, 9}, k = h = 2 (brute_rm agrees with rm_opt): GD-A (= Landlord here)
-# pays 40, OPT 4.  Credits are set from the request that admitted or last hit an item; an item last requested
-# cheaply is evicted first and then re-requested at cost 9, which Young's fixed-weight potential never allows.
-VARYING_COST_ITEMS = [1, 2, 2, 1, 0, 1, 0, 2, 1, 1, 2]
-VARYING_COSTS = [1.0, 1.0, 9.0, 1.0, 1.0, 9.0, 9.0, 1.0, 9.0, 1.0, 9.0]
 
 
 def gda_trace_table(ks=(3, 4, 6), suffixes=(40, 80), eps: float = 0.05, rounds: int = 4) -> Table:
@@ -388,78 +371,16 @@ def gda_cost_table(ks=(16, 128, 1024), T: int = 3000, seed: int = 1) -> Table:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def chain_violations(trace: AttentionTrace, rho: float, W: int, tau: float) -> list[tuple[int, int]]:
-    """The corrected premise of Theorem 4 (NM), its violations ``(t, i)``.
-
-    Premise ("chain persistence"): every entry ``a[t, i] >= tau`` with ``i < t`` has a chain of warm steps
-    ``i = s_0 < s_1 < ... < s_m < t`` with ``a[s_j, i] >= rho tau``, consecutive gaps ``<= W`` and ``t - s_m <=
-    W`` -- the token was warm at its own arrival row and never went ``W`` rows without being warm since.  Paper
-    Section 7's persistence asks only for one warm step in ``[t-W, t-1]``; in NM that is not enough, because a
-    token dropped while it was cold never comes back (tests/test_realtrace_analysis.py's counterexample)."""
-    cut = rho * tau
-    chained: dict[int, int] = {}   # token -> last warm step of an unbroken chain from its arrival
-    out = []
-    for t, idx, w in trace.rows():
-        for i, x in zip(idx.tolist(), w.tolist()):
-            if i < t and x >= tau and chained.get(i, -W - 1) < t - W:
-                out.append((t, i))
-        for i, x in zip(idx.tolist(), w.tolist()):
-            if x >= cut and (i == t or chained.get(i, -W - 1) >= t - W):
-                chained[i] = t
-    return out
-
-
-def enforce_chain(trace: AttentionTrace, rho: float, W: int, tau: float) -> AttentionTrace:
-    """Make a trace satisfy :func:`chain_violations`' premise by capping: row by row, an earlier token's entry
-    ``>= rho tau`` whose chain is broken is cut to ``rho tau / 2`` (below warm) and the removed mass goes to the
-    arriving token, so rows still sum to 1.  Every warm entry of an earlier token is then chained, hence every heavy
-    one; entries already chained are unchanged."""
-    cut = rho * tau
-    chained: dict[int, int] = {}
-    rows = []
-    for t, idx, w in trace.rows():
-        row = dict(zip(idx.tolist(), w.tolist()))
-        excess = 0.0
-        for i, x in row.items():
-            if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
-                excess += x - cut / 2
-                row[i] = cut / 2
-        if excess:
-            row[t] = row.get(t, 0.0) + excess
-        for i, x in row.items():
-            if x >= cut and (i == t or chained.get(i, -W - 1) >= t - W):
-                chained[i] = t
-        rows.append(row)
-    return AttentionTrace.from_rows(rows, f"{trace.source} (chain-persistent rho={rho:g}, W={W}, tau={tau:g})")
-
-
-def observed_union_max(trace: AttentionTrace, rho: float, W: int, tau: float) -> int:
-    """``max_t |union_{s in [t-W, t-1]} H_s(rho tau)|`` (the set R-LRU-H protects at the drop of step ``t``)."""
-    if W > 1:  # the windows [t-W, t-1] are the windows [t'-(W-1), t'] of t' = t-1
-        return heavy_union_size(trace, rho, W - 1, tau)
-    return max((int((w >= rho * tau).sum()) for _, _, w in trace.rows()), default=0)
-
-
-def heavy_lost(trace: AttentionTrace, evictions: list[tuple[int, int]], tau: float) -> float:
-    """Mass a drop schedule loses on entries ``a[t, i] >= tau`` (the proof of Theorem 4 says: none)."""
-    drop = np.full(trace.T, trace.T, dtype=np.int64)
-    for t, i in evictions:
-        drop[i] = min(drop[i], t)
-    rows = np.repeat(np.arange(trace.T), np.diff(trace.indptr))
-    lost = (rows >= drop[trace.indices]) & (trace.weights >= tau)
-    return float(trace.weights[lost].sum())
-
-
 def thm4_row(table: Table, trace: AttentionTrace, k: int, rho: float, W: int, tau: float, workload: str) -> Row:
     """R-LRU-H's regret vs ``sum_t M_t(tau)`` on one trace, with both premises reported.  ``holds`` is None when
     the corrected premise (chain persistence, union of the last W rows <= k-1) fails, else: regret <= bound and
     no entry >= tau lost (what the proof shows)."""
     res = run_nm(policies.make("R-LRU-H", rho=rho, tau=tau, W=W), trace, k, record=True)
-    lost_heavy = heavy_lost(trace, res.evictions, tau)
+    lost_heavy = float(schedule_regret(trace, res.evictions, min_weight=tau).sum())
     bound = float(tail_mass_per_step(trace, tau).sum())
     paper_premise = persistence_holds(trace, rho, W, tau) and heavy_union_size(trace, rho, W, tau) <= k
     union = observed_union_max(trace, rho, W, tau)
-    corrected = not chain_violations(trace, rho, W, tau) and union <= k - 1
+    corrected = not persistence_violations(trace, rho, W, tau, chain=True) and union <= k - 1
     opt = nm_opt(trace, k).cost
     return table.add(Row(table.result, "R-LRU-H", "nm", workload, k, k, res.cost, opt, ratio(res.cost, opt), bound,
                          (within(res.cost, bound) and lost_heavy == 0.0) if corrected else None,
@@ -469,15 +390,12 @@ def thm4_row(table: Table, trace: AttentionTrace, k: int, rho: float, W: int, ta
                                  "corrected_premise": corrected, "union_last_W": union, "T": trace.T}))
 
 
-THM4_COUNTEREXAMPLE_ROWS = [{0: 1.0}, {1: 1.0}, {2: 1.0}, {3: 1.0}, {0: 0.4, 4: 0.6}, {0: 0.5, 5: 0.5}]
-
-
 def thm4_table(T: int = 300, seeds: int = 3) -> Table:
     """Theorem 4 on: the NM counterexample (paper premise holds, bound fails); generated traces that satisfy the
     corrected premise (topic shifts: heavy tokens attended from their arrival on; persistent Zipf-focus traces
     whose chains hold), at the budget ``k = union + 1`` and above; and an idle-token spike (premise fails)."""
     table = Table("thm4-persistence", "R-LRU-H regret <= sum_t M_t(tau) when the (corrected) premise holds")
-    cx = AttentionTrace.from_rows(THM4_COUNTEREXAMPLE_ROWS)
+    cx = thm4_nm_counterexample()
     thm4_row(table, cx, 3, 0.5, 1, 0.5, "NM counterexample")
     rho, W, tau = 0.5, 6, 0.1
     for s in range(seeds):
@@ -522,7 +440,8 @@ def threshold_recipe_table(taus=tuple(np.round(np.arange(0.02, 0.62, 0.02), 2)),
                 table.add(Row(table.result, "recipe", "nm", f"{wname} seed {s}", k, k, bounds[j], math.nan,
                               math.nan, params={"tau_best": float(taus[j]), "union_at_best": unions[j],
                                                 "boundary": why, "rlruh_regret": regret,
-                                                "chain_premise": not chain_violations(tr, rho, W, float(taus[j])),
+                                                "chain_premise": not persistence_violations(tr, rho, W, float(taus[j]),
+                                                                                          chain=True),
                                                 "feasible": True}))
     return table
 
@@ -532,26 +451,12 @@ def threshold_recipe_table(taus=tuple(np.round(np.arange(0.02, 0.62, 0.02), 2)),
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def all_tiny_traces(T: int, levels: tuple[float, ...]):
-    """Every attention trace of ``T`` rows whose row ``t`` puts mass ``levels[j]`` on its earlier tokens in a fixed
-    two-entry pattern: row ``t`` splits between token ``t`` and one earlier token ``i``; enumerates every ``i`` and
-    every level (exhaustive over that family)."""
-    import itertools
-
-    choices = [[(None, 1.0)]] + [[(i, x) for i in range(t) for x in levels] for t in range(1, T)]
-    for combo in itertools.product(*choices):
-        rows = []
-        for t, (i, x) in enumerate(combo):
-            rows.append({t: 1.0} if i is None else {i: x, t: 1.0 - x})
-        yield AttentionTrace.from_rows(rows)
-
-
 def nm_belady_table(T: int = 4, levels=(0.2, 0.5, 0.8), hs=(1, 2)) -> Table:
-    """The future-mass rule vs ``nm_opt`` exhaustively over :func:`all_tiny_traces`, plus the known counterexample
-    (kvcore/optima/future_mass.py).  Bound: OPT <= heuristic (it is a feasible schedule); the row reports how many
+    """The future-mass rule vs ``nm_opt`` exhaustively over :func:`adversary.two_entry_traces`, plus the known
+    counterexample (:func:`adversary.future_mass_counterexample`).  Bound: OPT <= heuristic (it is a feasible schedule); the row reports how many
     traces separate them and the largest gap."""
     table = Table("nm-belady-analog", "in NM the optimum keeps the k tokens with the most future mass")
-    cx = AttentionTrace.from_dense(np.array([[1, 0, 0], [0.6, 0.4, 0], [0, 0.4, 0.6]]))
+    cx = future_mass_counterexample()
     heur, opt = future_mass_heuristic(cx, 1).cost, nm_opt(cx, 1).cost
     table.add(Row(table.result, "future-mass", "nm", "3-token counterexample", 1, 1, heur, opt, ratio(heur, opt),
                   params={"separates": heur > opt + 1e-9}))
@@ -559,7 +464,7 @@ def nm_belady_table(T: int = 4, levels=(0.2, 0.5, 0.8), hs=(1, 2)) -> Table:
         n = sep = 0
         worst = 0.0
         ok = True
-        for tr in all_tiny_traces(T, levels):
+        for tr in two_entry_traces(T, levels):
             a, b = future_mass_heuristic(tr, h).cost, nm_opt(tr, h).cost
             n += 1
             ok &= b <= a + 1e-9
@@ -571,62 +476,13 @@ def nm_belady_table(T: int = 4, levels=(0.2, 0.5, 0.8), hs=(1, 2)) -> Table:
     return table
 
 
-class FurthestNextAttention:
-    """Offline reference rule of the paper's RM claim (Section 4): on a fault, evict the evictable resident token
-    whose next request -- its next attention above the threshold -- is furthest in the future (never: infinity),
-    ties to the smaller id.  Needs the future, so it is no registered policy."""
-
-    name = "furthest-next-attention"
-    deterministic = True
-
-    def __init__(self, trace: PagingTrace):
-        self._next: dict[tuple[int, int], int] = {}
-        T = trace.T
-        upcoming: dict[int, int] = {}
-        for t in range(T - 1, -1, -1):
-            items, _ = trace.step(t)
-            for i in items.tolist():
-                self._next[(t, i)] = upcoming.get(i, T)
-            for i in items.tolist():
-                upcoming[i] = t
-        self._first = dict(upcoming)
-
-    def reset(self, capacity, rng, model="rm"):
-        self._when: dict[int, int] = {}
-
-    def admit(self, t, item, cost):
-        self._when[item] = self._next[(t, item)]
-
-    def hit(self, t, item, cost):
-        self._when[item] = self._next[(t, item)]
-
-    def observe(self, t, items, weights):
-        pass
-
-    def evict(self, t, need, protected):
-        cand = sorted((i for i in self._when if i not in protected), key=lambda i: (-self._when[i], i))[:need]
-        for i in cand:
-            del self._when[i]
-        return cand
-
-
-def furthest_next_cost(trace: PagingTrace, k: int) -> float:
-    sim = RMSimulator(FurthestNextAttention(trace), k)
-    for _, items, costs in trace.steps():
-        sim.step(items.tolist(), costs.tolist())
-    return sim.result().cost
-
-
 def rm_belady_table(seeds: int = 30, T: int = 30, ks=(3, 4, 5), theta: float = 0.25) -> Table:
     """The furthest-next-above-threshold rule vs ``rm_opt`` on RM requests from random sparse attention (position-
     growing costs, free arrivals), and with every cost set to 1 (where it is Belady and must equal OPT).  Also the
     6-token counterexample of tests/test_optima.py.  Row bound: OPT <= rule; unit rows hold iff equal."""
     table = Table("rm-belady", "in RM the optimum evicts the token whose next above-threshold attention is furthest")
-    a = np.eye(6)
-    for t, i in [(3, 1), (4, 0), (5, 2)]:
-        a[t, i], a[t, t] = 0.25, 0.75
-    cx = rm_requests_from_attention(AttentionTrace.from_dense(a), 0.25)
-    c, o = furthest_next_cost(cx, 3), rm_opt(cx, 3).cost
+    cx = position_cost_counterexample()
+    c, o = furthest_next_heuristic(cx, 3).cost, rm_opt(cx, 3).cost
     table.add(Row(table.result, "furthest-next", "rm", "6-token counterexample", 3, 3, c, o, ratio(c, o),
                   params={"separates": c > o + 1e-9}))
     for k in ks:
@@ -634,99 +490,19 @@ def rm_belady_table(seeds: int = 30, T: int = 30, ks=(3, 4, 5), theta: float = 0
         worst = 1.0
         unit_ok = weighted_ok = True
         for s in range(seeds):
-            rng = np.random.default_rng(1000 * k + s)
-            rows = []
-            for t in range(T):
-                m = min(t + 1, 3)
-                toks = rng.choice(t + 1, size=m, replace=False)
-                w = rng.dirichlet(np.ones(m))
-                rows.append(dict(zip(toks.tolist(), w.tolist())))
-            req = rm_requests_from_attention(AttentionTrace.from_rows(rows), theta)
+            req = rm_requests_from_attention(dirichlet_attention(T, 3, seed=1000 * k + s), theta)
             if int(np.diff(req.offsets).max()) > k:
                 continue
             n += 1
-            c, o = furthest_next_cost(req, k), rm_opt(req, k).cost
+            c, o = furthest_next_heuristic(req, k).cost, rm_opt(req, k).cost
             weighted_ok &= o <= c + 1e-9
             if c > o + 1e-9:
                 sep += 1
                 worst = max(worst, ratio(c, o))
             unit = PagingTrace(req.items, np.ones(req.n_requests), req.offsets)
-            unit_ok &= abs(furthest_next_cost(unit, k) - rm_opt(unit, k).cost) <= 1e-9
+            unit_ok &= abs(furthest_next_heuristic(unit, k).cost - rm_opt(unit, k).cost) <= 1e-9
         table.add(Row(table.result, "furthest-next", "rm", f"random attention T={T} ({n} traces)", k, k, worst, 1.0,
                       worst, None, unit_ok and weighted_ok,
                       params={"traces": n, "separating_weighted": sep, "largest_ratio": worst,
                               "unit_cost_equals_opt": unit_ok}))
     return table
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Figure overlays (formats: figures.FIGURES[id].data_doc)
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _fig9_data(profile) -> dict:
-    """The generator's decoy-and-sleeper trace (filler-first, k = 4) and the step at which ACC drops the sleeper."""
-    k, suffix = 4, 18 if profile.name != "full" else 40
-    tr = decoy_and_sleeper(k, 0.05, suffix)
-    roles = decoy_and_sleeper_roles(k)
-    res = run_nm(policies.make("ACC"), tr, k, record=True)
-    step = next(t for t, i in res.evictions if i == roles.sleeper)
-    return {"attention": tr.to_dense().tolist(),
-            "tokens": {"decoy (each)": list(roles.decoys), "sleeper": roles.sleeper, "filler": roles.filler},
-            "evict_step": int(step), "evicted": "sleeper", "gamma": 0.8}
-
-
-def _fig11_data(profile) -> dict:
-    """Cumulative NM regret of the policy families on a (rho, W)-persistent Zipf-focus trace."""
-    T, k = (500, 24) if profile.name != "full" else (2000, 64)
-    tr = persistent_attention(T, 0.5, 16, 0.05, focus=16, sinks=1, seed=0)
-    out = {}
-    for label, name, params in (("LRU (recency)", "LRU", {}), ("ACC (undecayed heavy hitters)", "ACC", {}),
-                                ("DecayedACC gamma=0.9", "DecayedACC", {"gamma": 0.9}), ("GD-A", "GD-A", {}),
-                                ("R-LRU-H", "R-LRU-H", {"rho": 0.5, "tau": 0.05, "W": 16})):
-        ps = run_nm(policies.make(name, **params), tr, k, record=True).per_step
-        out[label] = np.cumsum(ps).tolist()
-    return {"regret": out}
-
-
-def stationary_zipf_trace(n: int, s: float, extra: int, stored: int) -> AttentionTrace:
-    """Rows of the Fig. 13 model: row ``t`` is Zipf(s) by token id over tokens ``0..min(t, n-1)`` (rank = id, so a
-    token is as important at every step: fully persistent); only the top ``stored`` ranks are stored, the rest is
-    the row's residual (unattributed mass, counted as lost below).  ``n + extra`` rows."""
-    indptr, idx, wts, res = [0], [], [], []
-    for t in range(n + extra):
-        m = min(t + 1, n)
-        z = zipf_weights(m, s)
-        top = min(m, stored)
-        idx.extend(range(top))
-        wts.extend(z[:top].tolist())
-        res.append(float(z[top:].sum()))
-        indptr.append(len(idx))
-    return AttentionTrace(np.asarray(indptr, dtype=np.int64), np.asarray(idx, dtype=np.int64),
-                          np.asarray(wts), np.asarray(res), f"stationary zipf(n={n}, s={s:g})")
-
-
-# Figure 13's context length n (its caption, figures.analytic.FIG13_N); not imported, figures depend on theorems.
-FIG13_TOKENS = 4096
-
-
-def _fig13_data(profile) -> dict:
-    """R-LRU-H per-step regret on stationary Zipf(s) rows over n = 4096 tokens, at the tau whose heavy set is the
-    top k ranks (the union then fills the budget, and arrivals, which carry no mass, are dropped); measured over
-    the ``extra`` rows after the n-th, with the unstored tail (ranks > 2k) counted as lost."""
-    budgets = (64,) if profile.name != "full" else (64, 256)
-    extra = 50 if profile.name != "full" else 200
-    pts = []
-    for k in budgets:
-        for s in (0.8, 1.2, 1.6):
-            tr = stationary_zipf_trace(FIG13_TOKENS, s, extra, 2 * k)
-            z = zipf_weights(FIG13_TOKENS, s)
-            tau = float(z[k - 1]) / 0.5 * (1 - 1e-9)   # rho tau = weight of rank k: the k heaviest tokens
-            res = run_nm(policies.make("R-LRU-H", rho=0.5, tau=min(tau, 1.0), W=4), tr, k, record=True)
-            tail = res.per_step[FIG13_TOKENS:] + tr.residual[FIG13_TOKENS:]
-            pts.append({"s": s, "k": k, "regret_per_step": float(tail.mean()),
-                        "label": "measured R-LRU-H (unstored tail counted lost)"})
-    return {"points": pts}
-
-
-FIGURE_DATA = {"9": _fig9_data, "11": _fig11_data, "13": _fig13_data}

@@ -5,9 +5,9 @@ source states them."""
 from __future__ import annotations
 
 from kvcore import formulas as F
-from policies.ema_block import ema_half_life, ema_update, eviction_priority, recency_decay
+from kvcore.formulas import ema_half_life, ema_update, eviction_priority, recency_decay
 
-from . import ClaimResult, Context, claim
+from .registry import ClaimResult, Context, claim
 
 MB, GB = 1e6, 1e9
 
@@ -45,7 +45,7 @@ def eq3(ctx: Context) -> ClaimResult:
     free = F.free_memory(F.CONFIG_7B, F.A100_80GB)
     whole = F.batch_gain(free, 16000, 2000, F.CONFIG_7B.bytes_per_token)
     roof = F.max_throughput_gain(F.CONFIG_7B, F.A100_80GB, 16000, 2000)
-    from figures.published import points
+    from figures.published_data import points
 
     budget = {p["system"]: p["value"] for p in points("budget_fraction") if p["paper_states"]}
     reported = {p["system"]: p["value"] for p in points("throughput_gain") if p["paper_states"]}

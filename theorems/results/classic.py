@@ -1,7 +1,7 @@
 """Result tables of the classical bounds (SPEC section 5, paper Section 4): one function per result.
 
 Each function runs the policies a result concerns through its workloads against the exact optimum and returns a
-:class:`~theorems.verify.Table` whose rows carry the computed numbers, the bound the result predicts, and whether
+:class:`~theorems.tables.Table` whose rows carry the computed numbers, the bound the result predicts, and whether
 it held.  The bound in every row is derived independently of the run (a formula in k, h, T or a count read off
 the trace), never copied from an earlier run.  The ``test_*`` modules assert on these tables at CI sizes;
 ``paper_check`` renders the same tables at quick/full sizes, memoized so nothing is computed twice in one run.
@@ -9,7 +9,6 @@ the trace), never copied from an earlier run.  The ``test_*`` modules assert on 
 
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -18,19 +17,36 @@ import policies
 from adversary import (adaptive_k_plus_one, cyclic_k_plus_one, lfu_priming, marking_phases, phase_starts,
                        uniform_k_plus_one)
 from kvcore.engine import run
-from kvcore.formulas import harmonic, landlord_bound
+from kvcore.formulas import GUARANTEES, harmonic, landlord_bound
+from kvcore.measure import mean_ci, measure, ratio, within
 from kvcore.optima import belady, optimum
 from kvcore.traces import PagingTrace
 
-from .verify import Row, Table, evaluate, mean_ci, ratio, within
-
-UPPER_BOUND_POLICIES = ("LRU", "FIFO", "FWF", "Landlord", "GD-A")   # SPEC section 5 + Theorem 3
-FULL_CACHE_POLICIES = ("LRU", "FIFO", "Marking", "Random")          # keep the cache full: ratio -> H_k (Yao)
+from ..tables import Row, Table, evaluate
 
 
 def deterministic_rm_policies() -> list[str]:
     """Every registered deterministic policy that runs in RM: the population Eq. 6 speaks about."""
     return [i.name for i in policies.all_policies("rm", deterministic=True)]
+
+
+def upper_bound_policies(weighted: bool | None = None) -> list[str]:
+    """Every registered deterministic RM policy that declares the bound ``k/(k-h+1)`` (policy metadata
+    ``guarantee``; ``weighted=True``: only those whose bound holds with per-item fault costs)."""
+    extra = {} if weighted is None else {"weighted": weighted}
+    return [i.name for i in policies.all_policies("rm", deterministic=True, guarantee="k/(k-h+1)", **extra)]
+
+
+def randomized_guarantee_policies() -> list[str]:
+    """Every registered randomized RM policy that declares a bound on its expected cost (``guarantee``)."""
+    return [i.name for i in policies.all_policies("rm", deterministic=False)
+            if i.guarantee is not None and GUARANTEES[i.guarantee].expectation]
+
+
+def full_cache_policies() -> list[str]:
+    """Every registered lazy RM policy (metadata ``lazy``: it evicts only what a fault needs, so its cache stays
+    full): on i.i.d. uniform requests over k+1 items each of them misses exactly the one absent item."""
+    return [i.name for i in policies.all_policies("rm", lazy=True)]
 
 
 def opt_upper_bound_k_plus_one(T: int, k: int, h: int) -> float:
@@ -53,12 +69,10 @@ def eq6_table(ks=(2, 3, 4), T_per_k2: int = 20, names: list[str] | None = None) 
         for k in ks:
             T = T_per_k2 * k * k
             trace = adaptive_k_plus_one(policies.make(name), k, T)
-            res = run(policies.make(name), trace, k, "rm")
-            opt = belady(trace, k).cost
+            m = measure(policies.resolve(name), trace, k, opt=belady(trace, k))
             lower = T / opt_upper_bound_k_plus_one(T, k, k)
-            r = ratio(res.cost, opt)
-            table.add(Row(table.result, name, "rm", "adaptive k+1", k, k, res.cost, opt, r, lower,
-                          res.misses == T and r >= lower * (1 - 1e-12), params={"T": T, "eps": k * k / (T + k * k)}))
+            table.add(Row.of(table.result, m, "adaptive k+1", lower, m.misses[0] == T and m.ratio >= lower * (1 - 1e-12),
+                             params={"T": T, "eps": k * k / (T + k * k)}))
     return table
 
 
@@ -81,11 +95,13 @@ def opt_on_k_plus_one_table(ks=(2, 3, 4), T: int = 400, seeds: int = 3) -> Table
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def eq8_table(ks=(2, 3, 4), T: int = 300, seeds: int = 3, names=UPPER_BOUND_POLICIES) -> Table:
-    """Eq. 8 on seeded sequences: uniform and Zipf unit-cost sequences over 2k items for every policy of
-    ``names``; weighted sequences (costs 1..9) for the weighted-caching policies (Landlord, GD-A)."""
+def eq8_table(ks=(2, 3, 4), T: int = 300, seeds: int = 3, names=None) -> Table:
+    """Eq. 8 on seeded sequences: uniform and Zipf unit-cost sequences over 2k items for every policy of ``names``
+    (default: every policy declaring ``k/(k-h+1)``); weighted sequences (one fault cost 1..9 per item) for those
+    whose guarantee is declared ``weighted`` (Landlord, GD-A)."""
     table = Table("eq8-landlord", "ALG_k <= k/(k-h+1) OPT_h, additive constant 0 (Young 2002; paper Eq. 8)")
-    weighted_ok = {"Landlord", "GD-A"}
+    names = upper_bound_policies() if names is None else list(names)
+    weighted_ok = set(upper_bound_policies(weighted=True))
     for k in ks:
         for s in range(seeds):
             rng = np.random.default_rng(1000 * k + s)
@@ -128,11 +144,10 @@ def cyclic_table(ks=(2, 3, 4, 8), T_cycles: int = 200) -> Table:
             opt = belady(trace, h).cost
             lower = T / cyclic_opt_upper(T, k, h)
             for name in ("LRU", "FIFO"):
-                res = run(policies.make(name), trace, k, "rm")
-                r = ratio(res.cost, opt)
-                table.add(Row(table.result, name, "rm", "cyclic k+1", k, h, res.cost, opt, r, landlord_bound(k, h),
-                              res.misses == T and lower <= r * (1 + 1e-12) and within(r, landlord_bound(k, h)),
-                              params={"T": T, "ratio_lower": lower}))
+                m = measure(policies.resolve(name), trace, k, h, opt=opt)
+                table.add(Row.of(table.result, m, "cyclic k+1", landlord_bound(k, h),
+                                 m.misses[0] == T and lower <= m.ratio * (1 + 1e-12) and m.within(landlord_bound(k, h)),
+                                 params={"T": T, "ratio_lower": lower}))
     return table
 
 
@@ -141,17 +156,23 @@ def cyclic_table(ks=(2, 3, 4, 8), T_cycles: int = 200) -> Table:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def marking_table(ks=(2, 3, 4, 8), phases: int = 60, seeds: int = 16) -> Table:
-    """Marking's expected cost <= (2H_k - 1) OPT (FKLMSY 1991; the paper states 2H_k) on marking-phase sequences
-    with 1 and k new items per phase and on uniform k+1 sequences; mean over seeds with a 95% interval."""
-    table = Table("eq9-marking", "E[Marking] <= (2H_k - 1) OPT (paper Eq. 9 states 2H_k)")
+def marking_table(ks=(2, 3, 4, 8), phases: int = 60, seeds: int = 16, names=None) -> Table:
+    """Every randomized policy's expected cost against its declared bound (default: every randomized RM policy
+    declaring one -- Marking's ``2H_k - 1``, FKLMSY 1991 / Achlioptas, Chrobak & Noga 2000; the paper states
+    ``2H_k``) on marking-phase sequences with 1 and k new items per phase and on uniform k+1 sequences; mean over
+    seeds with a 95% interval."""
+    table = Table("eq9-marking", "E[ALG] <= its declared randomized bound, e.g. (2H_k - 1) OPT for Marking (paper "
+                  "Eq. 9 states 2H_k)")
+    names = randomized_guarantee_policies() if names is None else list(names)
     for k in ks:
         work = {"phases new=1": marking_phases(k, phases, 1, seed=k, n_items=k + 1),
                 f"phases new={k}": marking_phases(k, phases, k, seed=k),
                 "uniform k+1": uniform_k_plus_one(k, phases * k, seed=k)}
         for wname, tr in work.items():
-            table.add(evaluate(table.result, lambda: policies.make("Marking"), tr, k, workload=wname,
-                               seeds=range(seeds), bound=2 * harmonic(k) - 1))
+            for name in names:
+                bound = GUARANTEES[policies.get(name).guarantee].value(k)
+                table.add(evaluate(table.result, policies.resolve(name), tr, k, workload=wname, seeds=range(seeds),
+                                   bound=bound))
     return table
 
 
@@ -171,8 +192,8 @@ def uniform_limit_table(ks=(2, 3, 4, 8), T: int = 20000, seeds: int = 8) -> Tabl
     for k in ks:
         traces = [uniform_k_plus_one(k, T, seed=100 + s) for s in range(seeds)]
         opts = [belady(tr, k).cost for tr in traces]
-        for name in FULL_CACHE_POLICIES:
-            ratios = [ratio(run(policies.make(name), tr, k, "rm", seed=s).cost, o)
+        for name in full_cache_policies():
+            ratios = [measure(policies.resolve(name), tr, k, seeds=(s,), opt=o).ratio
                       for s, (tr, o) in enumerate(zip(traces, opts))]
             mean, lo, hi = mean_ci(ratios)
             slack = (k + 1) / min(opts) * harmonic(k)
@@ -183,7 +204,7 @@ def uniform_limit_table(ks=(2, 3, 4, 8), T: int = 20000, seeds: int = 8) -> Tabl
             starts = phase_starts(tr, k) + [tr.T]
             distinct = [np.unique(tr.items[a:b]).size for a, b in zip(starts, starts[1:])]
             P = len(distinct)
-            cost = run(policies.make("FWF"), tr, k, "rm").cost
+            cost = measure(policies.resolve("FWF"), tr, k, opt=o).cost
             table.add(Row(table.result, "FWF", "rm", "uniform k+1", k, k, cost, o, ratio(cost, o), k * P / (k + P - 1),
                           cost == sum(distinct) and o == k + P - 1, params={"T": T, "phases": P}))
     return table
@@ -226,76 +247,8 @@ def lfu_table(ks=(2, 3, 4, 8), ms=(2, 4, 8, 16, 32)) -> Table:
     table = Table("lfu-unbounded", "LFU pays (k-1)+2(m-1) vs OPT k+1 on the priming sequence")
     for k in ks:
         for m in ms:
-            trace = lfu_priming(k, m)
-            cost = run(policies.make("LFU"), trace, k, "rm").cost
-            opt = belady(trace, k).cost
+            meas = measure(policies.resolve("LFU"), lfu_priming(k, m), k)
             want_alg, want_opt = (k - 1) + 2 * (m - 1), k + 1
-            table.add(Row(table.result, "LFU", "rm", f"lfu priming m={m}", k, k, cost, opt, ratio(cost, opt),
-                          want_alg / want_opt, cost == want_alg and opt == want_opt, params={"m": m}))
+            table.add(Row.of(table.result, meas, f"lfu priming m={m}", want_alg / want_opt,
+                             meas.cost == want_alg and meas.opt_cost == want_opt, params={"m": m}))
     return table
-
-
-@functools.lru_cache(maxsize=None)
-def cached(name: str, **kwargs) -> Table:
-    """Memoized table by function name and keyword sizes: paper_check's figures and claims share one computation."""
-    return globals()[name](**kwargs)
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# Measured overlays for the figures (data formats: figures.FIGURES[id].data_doc)
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _fig7_data(profile) -> dict:
-    """Landlord's measured ratio against OPT_h on the cyclic k+1 sequence (its worst case), every h, k = 16."""
-    k = 16
-    trace = cyclic_k_plus_one(k, (200 if profile.name != "full" else 1000) * (k + 1))
-    cost = run(policies.make("Landlord"), trace, k, "rm").cost
-    return {"points": [{"k": k, "h": h, "ratio": ratio(cost, belady(trace, h).cost), "label": "Landlord, measured"}
-                       for h in range(1, k + 1)]}
-
-
-def _fig8_data(profile) -> dict:
-    """Measured ratios vs k: LRU on the adaptive adversary (deterministic) and Marking on uniform k+1 (randomized)."""
-    det = cached("eq6_table", ks=tuple(profile.ks), T_per_k2=20, names=("LRU",))
-    rnd = cached("uniform_limit_table", ks=tuple(profile.ks), T=8000 if profile.name != "full" else 40000,
-                 seeds=6 if profile.name != "full" else 16)
-    pts = [{"k": r.k, "ratio": r.ratio, "label": "LRU on the adaptive adversary"} for r in det.rows]
-    pts += [{"k": r.k, "ratio": r.ratio, "ci_low": r.ci_low, "ci_high": r.ci_high,
-             "label": "Marking on uniform k+1 (mean, 95% CI)"} for r in rnd.rows if r.policy == "Marking"]
-    return {"points": pts}
-
-
-@functools.lru_cache(maxsize=None)
-def block_study(profile_name: str) -> dict:
-    """The figure page's block study (:mod:`theorems.block_study`), once per run: quick unless the profile is full."""
-    from .block_study import run_block_study
-
-    return run_block_study("full" if profile_name == "full" else "quick")
-
-
-def _seed002_data(profile) -> dict:
-    """The alpha sweep and persistence ablation measured on the toolkit's block workload (LRFU reading)."""
-    s = block_study(profile.name)
-    sweep = s["alpha_sweep"]["decay"]["rows"]
-    pers = s["persistence"]["decay"]["rows"]
-    def short(label: str) -> str:  # "EMA-Block(alpha=0.01, beta=0.001, ...)" -> "EMA alpha=0.01"
-        return label if "alpha=" not in label else "EMA alpha=" + label.split("alpha=")[1].split(",")[0].rstrip(")")
-
-    return {"alpha_sweep": {str(r["params"]["alpha"]): 100 * r["hit_rate"] for r in sweep if "alpha" in r["params"]},
-            "persistence": {short(r["policy"]): {"reset": 100 * r["plain_hit_rate"],
-                                                 "persistent": 100 * r["persistent_hit_rate"]} for r in pers},
-            "label": f"toolkit block workload, {s['capacity_blocks']} blocks (32 GiB), {s['profile']['name']}"}
-
-
-FIGURE_DATA = {"7": _fig7_data, "8": _fig8_data, "seed002": _seed002_data}
-
-from .results_attention import FIGURE_DATA as _ATTENTION_FIGURE_DATA  # noqa: E402  (figures 9, 11, 13)
-
-FIGURE_DATA.update(_ATTENTION_FIGURE_DATA)
-
-
-def figure_data(fig_id: str, profile) -> dict | None:
-    """The measured overlay of figure ``fig_id`` at ``profile``'s sizes, or None when it is formula-only."""
-    make = FIGURE_DATA.get(str(fig_id))
-    return None if make is None else make(profile)

@@ -1,0 +1,72 @@
+"""The registry of worst-case constructions a policy is run against before any search (the fuzzer's first stage).
+
+A construction is a function ``build(k, make) -> trace`` (RM: one paging trace, judged by the ratio to the optimum)
+or ``-> [trace, ...]`` (NM: a family that only lengthens a suffix, judged by the growth of the tracking gap per
+added step).  ``make`` is a zero-argument policy factory; an *adaptive* construction drives a fresh instance through
+the public simulators (:mod:`kvcore.engine`), the others ignore it.  Register one with :func:`construction`; the
+fuzzer reads :data:`CONSTRUCTIONS`, so a new construction is picked up with no other edit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .decoy_sleeper import decoy_and_sleeper
+from .lfu_priming import lfu_priming
+from .lower_bounds import adaptive_k_plus_one, cyclic_k_plus_one, uniform_k_plus_one
+
+
+@dataclass(frozen=True)
+class Construction:
+    name: str
+    model: str          # "rm": a trace judged by its ratio; "nm": a suffix family judged by tracking-gap growth
+    adaptive: bool      # drives the policy under test
+    source: str
+    build: Callable[[int, Callable[[], Any]], Any]
+
+
+CONSTRUCTIONS: dict[str, Construction] = {}
+
+
+def construction(name: str, model: str, source: str, adaptive: bool = False):
+    """Decorator registering ``build(k, make)`` under ``name``."""
+    if model not in ("rm", "nm"):
+        raise ValueError(f"construction {name!r}: model must be 'rm' or 'nm'")
+
+    def deco(fn):
+        if name in CONSTRUCTIONS:
+            raise ValueError(f"construction {name!r} registered twice")
+        CONSTRUCTIONS[name] = Construction(name, model, adaptive, source, fn)
+        return fn
+
+    return deco
+
+
+def constructions(model: str) -> list[Construction]:
+    return [c for c in CONSTRUCTIONS.values() if c.model == model]
+
+
+@construction("adaptive k+1", "rm", "Sleator & Tarjan 1985 (paper Eq. 6)", adaptive=True)
+def _adaptive(k, make):
+    return adaptive_k_plus_one(make(), k, 20 * (k + 1))
+
+
+@construction("cyclic k+1", "rm", "LRU/FIFO's oblivious worst case (SPEC section 5)")
+def _cyclic(k, make):
+    return cyclic_k_plus_one(k, 20 * (k + 1))
+
+
+@construction("uniform k+1", "rm", "Yao's lower bound H_k (SPEC section 5)")
+def _uniform(k, make):
+    return uniform_k_plus_one(k, 20 * (k + 1), seed=0)
+
+
+@construction("LFU priming m=k^2", "rm", "Borodin & El-Yaniv 1998: LFU is not competitive")
+def _lfu(k, make):
+    return lfu_priming(k, k * k)
+
+
+@construction("decoy-and-sleeper", "nm", "paper Theorem 2 (filler-first order)")
+def _decoy(k, make):
+    return [decoy_and_sleeper(k, 0.01, L) for L in (8 * k, 16 * k)]
