@@ -27,13 +27,13 @@ from dataclasses import dataclass
 
 from kvcore.errors import ParameterError
 
-from .base import Policy
-from .registry import get, make, register
+from .registry import register
+from .wrapper import Wrapper
 
 
 @register
 @dataclass
-class Persistent(Policy):
+class Persistent(Wrapper):
     """Wrap a persistable policy so that an evicted item's state is restored when the item is re-admitted.
 
     ``policy``: registered name of the wrapped policy (must be persistable); ``params``: its parameters (a dict) or
@@ -49,16 +49,10 @@ class Persistent(Policy):
                 "SIGMOD 1993 (retained information of evicted pages)")
 
     def __post_init__(self) -> None:
-        if not isinstance(self.policy, str):
-            raise ParameterError(f"policy Persistent: policy = {self.policy!r}: must be a registered policy name")
-        if self.params is not None and not isinstance(self.params, dict):
-            raise ParameterError(f"policy Persistent: params = {self.params!r}: must be a dict or None")
-        info = get(self.policy)
+        info = self.wrap()
         if not info.cls.persistable:
             raise ParameterError(f"policy Persistent: cannot wrap {info.name!r}: it keeps no identity-keyed state "
                                  f"(persistable = False)")
-        self.inner = make(info.name, **(self.params or {}))
-        self.deterministic = info.deterministic
         args = "".join(f", {k}={v}" for k, v in sorted((self.params or {}).items()))
         self.label = f"Persistent({info.name}{args})"
 
@@ -83,11 +77,6 @@ class Persistent(Policy):
 
     def hit(self, t, item, cost):
         self.inner.hit(t, item, cost)
-
-    def evict(self, t, need, protected):
-        victims = self.inner.evict(t, need, protected)
-        self.resident.difference_update(victims)
-        return victims
 
     def observe(self, t, items, weights):
         self.inner.observe(t, items, weights)

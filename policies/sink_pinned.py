@@ -6,14 +6,14 @@ from dataclasses import dataclass
 
 from kvcore.errors import ParameterError
 
-from .base import Policy
 from .decay import check_count
-from .registry import get, make, register
+from .registry import register
+from .wrapper import Wrapper
 
 
 @register
 @dataclass
-class SinkPinned(Policy):
+class SinkPinned(Wrapper):
     """Keep the first ``n_sinks`` tokens resident and run the wrapped policy on every other token.
 
     Rule (paper Section 8: "pin a small sink set outside the importance mechanism"; StreamingLLM's attention sinks,
@@ -34,15 +34,9 @@ class SinkPinned(Policy):
 
     def __post_init__(self) -> None:
         check_count(self.name, "n_sinks", self.n_sinks)
-        if not isinstance(self.policy, str):
-            raise ParameterError(f"policy SinkPinned: policy = {self.policy!r}: must be a registered policy name")
-        if self.params is not None and not isinstance(self.params, dict):
-            raise ParameterError(f"policy SinkPinned: params = {self.params!r}: must be a dict or None")
-        info = get(self.policy)
+        info = self.wrap()
         if "nm" not in info.models:
             raise ParameterError(f"policy SinkPinned: {info.name} does not run in the NM model")
-        self.inner = make(info.name, **(self.params or {}))
-        self.deterministic = info.deterministic
         self.label = f"{info.name}+sinks{self.n_sinks}"
 
     def reset(self, capacity, rng, model="nm"):
@@ -58,11 +52,6 @@ class SinkPinned(Policy):
     def hit(self, t, item, cost):
         if item >= self.pinned:
             self.inner.hit(t, item, cost)
-
-    def evict(self, t, need, protected):
-        victims = self.inner.evict(t, need, protected)
-        self.resident.difference_update(victims)
-        return victims
 
     def observe(self, t, items, weights):
         keep = items >= self.pinned
