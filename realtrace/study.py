@@ -16,12 +16,14 @@ Tasks (each one self-contained, so the cluster run returns exactly the serial re
 * one **profile** per trace: sink mass, heavy-set sizes, ``(rho, W)``-persistence at every window, the window that
   90% / 100% of heavy entries need, and the light-tail mass at ``tau`` (:mod:`realtrace.analysis`).
 
-Needles.  A segment of the trace set's manifest named ``code`` or ``code...``/``needle...`` (a fact stated once in
-the prompt) is a needle; the *query* is the steps from the start of segment ``question`` to the end (the question
-and the answer that must read the needles).  Under a drop schedule, token ``i`` is resident at step ``t`` while
+Needles.  A segment of the trace set's manifest named ``code`` or ``<anything>_code`` (the tokens of a fact stated
+once in the prompt: ``code`` in ``builtin:recall``, ``needle_<j>_code`` in ``builtin:needles``) is a needle; a span
+named twice counts once, under its ``_code`` name.  The *query* is the steps from the start of segment ``question``
+to the end (the question and the answer that must read a needle).  Under a drop schedule, token ``i`` is resident at step ``t`` while
 ``t < drop_i`` (NM never brings a token back).  Per needle: ``resident`` = share of its tokens still resident when
-the query starts; ``kept`` = share of the query's stored attention on its tokens that falls on resident ones (the
-sleeper measure of :mod:`realtrace.experiments`, per needle).  A randomized policy's needle figures are those of
+the query starts (defined for every needle); ``kept`` = share of the query's stored attention on its tokens that
+falls on resident ones (the sleeper measure of :mod:`realtrace.experiments`, per needle; None for a needle the
+query does not attend to).  A randomized policy's needle figures are those of
 its first seed's run.
 
 Regrets are of the stored attention mass (a captured row's residual is unattributed; the true regret lies within
@@ -54,7 +56,7 @@ from . import analysis as an
 from .traceset import MANIFEST, load_traceset
 
 FORMAT = "kvtrace-study/1"
-NEEDLE = re.compile(r"^(code|needle)\w*$")
+NEEDLE = re.compile(r"^(\w+_)?code$")
 
 
 @dataclass(frozen=True)
@@ -97,8 +99,11 @@ class Needles:
 
     @classmethod
     def from_segments(cls, segments: dict[str, tuple[int, int]], T: int) -> Needles:
-        spans = {n: tuple(s) for n, s in sorted(segments.items(), key=lambda kv: kv[1]) if NEEDLE.match(n)
-                 and s[1] > s[0]}
+        spans: dict[str, tuple[int, int]] = {}
+        # by position; of two names for one span the `_code` one comes first and is kept
+        for name, span in sorted(segments.items(), key=lambda kv: (tuple(kv[1]), kv[0] == "code")):
+            if NEEDLE.match(name) and span[1] > span[0] and tuple(span) not in spans.values():
+                spans[name] = tuple(span)
         if not spans or "question" not in segments:
             return cls()
         return cls(spans, (segments["question"][0], T))
@@ -340,14 +345,15 @@ def by_layer(study: dict, value) -> dict[tuple[str, int], list[float]]:
     return out
 
 
-def needle_means(study: dict, k: str) -> dict[str, dict[str, float | None]]:
-    """Per policy (and OPT) and needle at budget ``k``: the mean ``kept`` over the traces that attend to it."""
+def needle_means(study: dict, k: str, measure: str = "resident") -> dict[str, dict[str, float]]:
+    """Per policy (and OPT) and needle (``set:name``) at budget ``k``: the mean of ``measure`` (``"resident"`` or
+    ``"kept"``) over the traces where it is defined."""
     acc: dict[str, dict[str, list[float]]] = {}
     for e in study["traces"]:
         for pol, per in e["budgets"][k]["needles"].items():
             for needle, v in per.items():
-                if v["kept"] is not None:
-                    acc.setdefault(pol, {}).setdefault(f"{e['set']}:{needle}", []).append(v["kept"])
+                if v[measure] is not None:
+                    acc.setdefault(pol, {}).setdefault(f"{e['set']}:{needle}", []).append(v[measure])
     return {pol: {n: float(np.mean(v)) for n, v in per.items()} for pol, per in acc.items()}
 
 
@@ -392,17 +398,19 @@ def format_markdown(study: dict) -> str:
     lines += _table(["set", "layer", *(f"persist W={W}" for W in p["windows"]),
                      *(f"k = {k}: tail / R-LRU-H" for k in budgets)], rows)
     if any(s["needles"] for s in study["sets"].values()):
-        lines += ["", "### Needles: share of the query's attention on each needle that was still resident "
-                  "(mean over traces)", ""]
+        lines += ["", "### Needles: share of each needle's tokens still resident when the question starts, and "
+                  "(after the slash) share of the query's attention on it that found it resident; mean over traces",
+                  ""]
         for k in budgets:
-            means = needle_means(study, k)
-            names = sorted({n for per in means.values() for n in per},
+            resident, kept = needle_means(study, k), needle_means(study, k, "kept")
+            names = sorted({n for per in resident.values() for n in per},
                            key=lambda n: (n.split(":")[0], study["sets"][n.split(":")[0]]["needles"]
                                           [n.split(":", 1)[1]][0]))
             lines += [f"k = {k}:", ""]
             header = ["policy", *(f"{n} @{_depth(study, n)}" for n in names)]
-            lines += _table(header, [[pol, *(_f(means[pol].get(n), 3) for n in names)]
-                                     for pol in ["OPT", *study["policies"]] if pol in means]) + [""]
+            lines += _table(header, [[pol, *(f"{_f(resident[pol].get(n), 3)} / {_f(kept[pol].get(n), 3)}"
+                                             for n in names)]
+                                     for pol in ["OPT", *study["policies"]] if pol in resident]) + [""]
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -7,8 +7,8 @@
 * ``study_theorem4``     Section 7 per layer: the share of heavy entries that are ``(rho, W)``-persistent at each
   window; the tail bound ``sum_t M_t(tau*) / T`` (solid) against R-LRU-H's regret per step (dashed) per budget, at
   the first window;
-* ``study_needles``      (only when the trace sets mark needles) per budget, the share of the query's attention on
-  each needle that was resident, against the needle's depth in the context, per policy and for OPT (black).
+* ``study_needles``      (only when the trace sets mark needles) per budget, the share of each needle's tokens still
+  resident when the question starts, against the needle's depth in the context, per policy and for OPT (black).
 
 Determinism follows the toolkit's figure rules (``figures._style``, which :mod:`realtrace` may not import): plain
 ``Figure`` objects, one fixed rcParams set, a fixed SVG hash salt, no date or software stamps.
@@ -150,7 +150,7 @@ def fig_needles(study: dict) -> Figure | None:
         ax.set_xlabel("needle depth (% of context)")
         ax.set_xlim(0, 100)
         ax.set_ylim(-0.03, 1.03)
-    axes[0].set_ylabel("query attention on the needle kept")
+    axes[0].set_ylabel("needle tokens resident at the question")
     axes[-1].legend(loc="center left", bbox_to_anchor=(1.02, 0.5))
     fig.suptitle("Where the needles are kept or lost (mean over layers and KV heads)")
     return fig

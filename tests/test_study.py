@@ -87,6 +87,22 @@ def test_needle_retention_by_hand():
     assert got["resident"] == 1.0 and got["kept"] == pytest.approx(1 - 5 / 30)
 
 
+def test_needle_segments_of_the_long_prompt():
+    # builtin:needles names each needle's lead, digits and tail, and `code` repeats the asked needle's digits
+    segs = {"key": (0, 10), "text_0": (10, 100), "needle_0": (100, 107), "needle_0_code": (107, 117),
+            "needle_0_tail": (117, 121), "text_1": (121, 300), "needle_1": (300, 307), "needle_1_code": (307, 317),
+            "needle_1_tail": (317, 321), "text_2": (321, 400), "question": (400, 420), "code": (107, 117)}
+    needles = Needles.from_segments(segs, 450)
+    assert needles.spans == {"needle_0_code": (107, 117), "needle_1_code": (307, 317)}
+    assert needles.query == (400, 450)
+
+
+def test_a_needle_the_query_ignores_has_no_kept_share():
+    needles = Needles({"code": NEEDLE, "other_code": (20, 22)}, (QUESTION, T))
+    got = needle_retention(recall_trace(), [(30, 20)], needles)
+    assert got["other_code"] == {"resident": 0.5, "kept": None} and got["code"]["kept"] == 1.0
+
+
 def test_segments_without_a_question_mark_no_needles():
     assert Needles.from_segments({"code": (0, 3), "passage": (3, 9)}, 9) == Needles()
     assert Needles.from_segments({"passage": (0, 9), "question": (9, 12)}, 12) == Needles()
