@@ -87,9 +87,16 @@ def check_capacity(capacity: Any, what: str = "capacity") -> int:
 
 
 def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
+    """The run's generator: ``seed`` is a ``Generator`` (used as it is), ``None`` (seed 0) or an integer >= 0."""
     if isinstance(seed, np.random.Generator):
         return seed
-    return np.random.default_rng(0 if seed is None else seed)
+    if seed is None:
+        seed = 0
+    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+        raise TypeError(f"seed = {seed!r}: must be an integer >= 0 or a numpy Generator, got {type(seed).__name__}")
+    if seed < 0:
+        raise ParameterError(f"seed = {seed}: must be an integer >= 0")
+    return np.random.default_rng(int(seed))
 
 
 def _takes_model(reset) -> bool:

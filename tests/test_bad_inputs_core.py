@@ -186,6 +186,15 @@ def test_nm_step_rejects_unsorted_row():
     assert "step 2" in one_line(e) and "strictly increasing" in str(e.value)
 
 
+@pytest.mark.parametrize("seed,exc,problem", [(-1, ValueError, "seed = -1: must be an integer >= 0"),
+                                               (1.5, TypeError, "seed = 1.5: must be an integer >= 0"),
+                                               (True, TypeError, "seed = True"), ("7", TypeError, "seed = '7'")])
+def test_seed_must_be_a_non_negative_integer(seed, exc, problem):
+    with pytest.raises(exc) as e:
+        run(policies.make("Random"), PagingTrace.unit([0, 1, 2]), 2, seed=seed)
+    assert problem in one_line(e)
+
+
 # -- a list or an array where a trace belongs --------------------------------------------------------------------------
 
 
