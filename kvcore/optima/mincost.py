@@ -1,63 +1,67 @@
-"""Min-cost flow on the time-ordered networks of the RM and NM optima (SPEC section 3), with several backends.
+"""Exact min-cost flow for the RM and NM optima (SPEC section 3): exact integer costs, three backends, a certificate.
 
-A :class:`FlowNetwork` is a list of arcs ``tail -> head`` with integer bounds ``[lower, cap]`` and float costs, and
-an integer supply per node (positive: flow enters there).  :func:`solve` returns an integral flow of minimum cost.
-Both optima build networks whose node-arc incidence matrix is totally unimodular (every column has one ``+1`` and
-one ``-1``), so with integer bounds and supplies every vertex of the LP is integral and a simplex method returns an
-integral optimum (Ahuja, Magnanti & Orlin, *Network Flows*, Prentice Hall 1993, ch. 9 and 11).
+A :class:`FlowNetwork` has arcs ``tail -> head`` with integer bounds ``[lower, cap]``, an integer supply per node
+(positive: flow enters there), a feasible starting flow, and costs held *exactly*: ``cost`` are integers (int64, or
+Python integers in an object array when they do not fit) and the true cost of arc ``a`` is
+``cost[a] * 2**-cost_exp``.  Every finite double is an integer times a power of two, so :func:`exact_integers` turns
+any valid fault costs or attention weights into such integers without rounding, and sums of them (the NM network's
+prefix masses) stay exact.  The cost of any integral flow is then an integer number of *units* ``2**-cost_exp``, and
+a flow whose cost is provably less than one unit above a lower bound on the optimum is exactly optimal.
+
+:func:`solve` returns an integral flow with that proof: ``gap_bound``, an upper bound on ``cost(flow) - OPT`` from
+LP duality evaluated in exact integer arithmetic, and ``certified = gap_bound < 1 unit``, which forces
+``cost(flow) = OPT``.  Both optima build networks whose node-arc incidence matrix is totally unimodular (every column
+one ``+1`` and one ``-1``), so with integer bounds and supplies the LP has integral optimal vertices (Ahuja, Magnanti
+& Orlin, *Network Flows*, Prentice Hall 1993, ch. 9 and 11).
 
 Backends
-    ``"highs"``     HiGHS dual simplex through :func:`scipy.optimize.linprog` (``method="highs-ds"``) on the sparse
-                    incidence matrix.  The answer is a simplex vertex, so it is integral up to HiGHS' primal
-                    feasibility tolerance (1e-7); it is rounded, and the rounded flow is checked exactly (integer
-                    bounds and conservation) before use.  Optimality is certified a posteriori: for the dual values
-                    ``y`` HiGHS returns, weak LP duality gives, for every feasible flow ``z``,
-                    ``c.x - c.z <= sum_{rc_a < 0} (-rc_a)(cap_a - x_a) + sum_{rc_a > 0} rc_a (x_a - lower_a)`` with
-                    reduced costs ``rc = c - y_tail + y_head``.  That right-hand side is reported as ``gap_bound``;
-                    it is the only slack in the answer (of the order of the dual feasibility tolerance 1e-7 times the
-                    number of arcs with a violated reduced cost, and usually exactly 0).
-    ``"networkx"``  :func:`networkx.network_simplex` on exactly scaled integer costs.  Every double is an integer
-                    multiple of a power of two, so multiplying all costs by the largest denominator of their exact
-                    ratios gives Python integers (unbounded) with the same order and ratios; the pivots then make no
-                    rounding error at all and the answer is exactly optimal (``gap_bound`` 0).  This is needed, not
-                    cosmetic: on float costs such as ``uniform(1, 2)`` networkx's simplex was seen not to terminate
-                    (an RM trace of 300 steps ran for over 60 s; the same trace with integer costs takes 0.1 s).
+    ``"netsimplex"`` (default)  the primal network simplex of :mod:`kvcore.optima.netsimplex` on int64 costs.  When
+                    the exact integers fit the overflow-safe range ``2**cost_bits(n)`` they are used as they are and
+                    the final integer potentials are the certificate (gap 0, checked once more in int64).  Otherwise
+                    (attention weights carry up to 53 significant bits at many binary exponents) the costs are
+                    rounded to that range, solved, and the answer is verified in exact Python integers: potentials
+                    recomputed along the final tree from the exact costs, then every arc's exact reduced cost.  If a
+                    near tie was resolved the wrong way by the rounding, the exact reduced costs (an equivalent cost
+                    vector) are rounded at a finer scale and the simplex continues from the same tree; each round
+                    gains ``cost_bits(n) - 2 bitlen(n)`` bits and the last one is exact, so it always ends certified.
+    ``"highs"``     HiGHS dual simplex (devex pricing) through :func:`scipy.optimize.linprog` on the sparse
+                    incidence matrix, with costs scaled by a power of two to at most 1 in magnitude (HiGHS' tolerances
+                    are absolute: unscaled costs of 1e-9 were solved as if they were all equal to 0, and costs of
+                    1e20 made it fail).  The rounded vertex is checked exactly (integrality, bounds, conservation);
+                    HiGHS' duals ``y`` (doubles, hence exact dyadic rationals) give the weak-duality bound
+                    ``sum_{rc<0} (-rc)(cap - x) + sum_{rc>0} rc (x - lower)`` with ``rc = c - y_tail + y_head``,
+                    evaluated exactly.  Below one unit the answer is certified; otherwise the exact network simplex
+                    solves the network again (reported as ``"highs+netsimplex"``).
+    ``"networkx"``  :func:`networkx.network_simplex` on the exact integers (Python integers, unbounded): exact with
+                    no tolerance, certified by construction; slow.  It is needed on exact integers: on float costs
+                    such as ``uniform(1, 2)`` it was seen not to terminate.
 
-Choice by measurement (2-core machine; wall seconds of the solve alone on the bench workloads of
-``bench/optimum_child.py``).  HiGHS is the default.  RM, T = 10^4, h = 100: HiGHS 0.65 s, networkx 11 s.  RM,
-T = 10^5 (Zipf(1) over 10^4 items, costs 1..8), h = 1,000: HiGHS 13.8 s; networkx did not finish in 600 s.  NM with 32
-entries per row: T = 1,000, h = 64 HiGHS 1.4 s, networkx 27 s; T = 20,000, h = 1,024 (1.3 M arcs) HiGHS 106 s.
-HiGHS' dual simplex prices with devex instead of its default (dual steepest edge): same optimum, RM T = 10^5
-7.4 s instead of 13.8 s, NM T = 5,000 / h = 256 7.9 s instead of 9.9 s, NM T = 20,000 82 s instead of 106 s, and
-RM T = 10^6 / h = 1,000 (2 M arcs) finishes in 411 s at 3.3 GB peak where the default did not finish in 1,500 s
-(dantzig pricing: 82 s at NM T = 5,000; presolve off: 54 s there; interior point: no gain).
-
-Tried and not included, all exact and all slower where it matters:
-* OR-tools' cost-scaling push-relabel (``SimpleMinCostFlow``, integer costs): RM T = 10^5 103 s (14x slower than
-  devex HiGHS), NM T = 5,000 2.8 s (faster), NM T = 20,000 88 s (slower than devex HiGHS): a 30 MB dependency that
-  loses at both of the largest sizes.
-* Successive shortest paths inserting one arc at a time (Dijkstra with potentials, compiled with numba): equal to
-  HiGHS on every instance compared and 17x faster at RM T = 2,000, but each insertion explores about 5 h nodes (the
-  zero-reduced-cost plateaus of free slots), so RM T = 10^5 took 140 s and NM T = 1,000 39 s.  One full shortest
-  path per slot (classic SSP) needs ``h`` Dijkstra runs of 0.4-0.6 s each on the largest networks: 400-600 s.
+MEASUREMENTS
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from fractions import Fraction
+from functools import reduce
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from .netsimplex import cost_bits, solve_integer
 
-SOLVERS = ("highs", "networkx")
+SOLVERS = ("netsimplex", "highs", "networkx")
+DEFAULT_SOLVER = "netsimplex"
 _INTEGRALITY_TOL = 1e-6
+_MAX_ROUNDS = 200
 
 
 @dataclass(frozen=True)
 class FlowNetwork:
-    """Arcs ``tail[a] -> head[a]`` with flow bounds ``[lower[a], cap[a]]`` (integers) and ``cost[a]`` per unit."""
+    """Arcs ``tail[a] -> head[a]``, integer bounds ``[lower[a], cap[a]]``, exact costs ``cost[a] * cost_unit``
+    (``cost`` int64 or an object array of Python integers), node ``supply``, and a feasible flow ``start``."""
 
     n_nodes: int
     tail: np.ndarray
@@ -65,7 +69,9 @@ class FlowNetwork:
     lower: np.ndarray
     cap: np.ndarray
     cost: np.ndarray
+    cost_unit: Fraction
     supply: np.ndarray
+    start: np.ndarray
 
     @property
     def n_arcs(self) -> int:
@@ -74,9 +80,12 @@ class FlowNetwork:
 
 @dataclass(frozen=True)
 class FlowSolution:
+    """``flow`` (int64 per arc); ``gap_bound`` (float, cost units) and ``certified`` (gap below one unit: exact)."""
+
     flow: np.ndarray
     solver: str
     gap_bound: float
+    certified: bool
 
 
 def check_solver(solver: str) -> str:
@@ -85,16 +94,68 @@ def check_solver(solver: str) -> str:
     return solver
 
 
-def solve(net: FlowNetwork, solver: str = "highs") -> FlowSolution:
-    """A minimum-cost integral flow of ``net`` (see module docstring for what each backend guarantees)."""
+def exact_integers(values: np.ndarray) -> tuple[np.ndarray, Fraction]:
+    """``(ints, unit)`` with ``values == ints * unit`` exactly, ``ints`` coprime integers and ``unit`` a positive
+    rational (``g * 2**-e``).
+
+    ``values`` must be finite doubles.  ``ints`` is int64 when every entry fits in 62 bits, else an object array of
+    Python integers.  Vectorized: ``frexp`` gives a 53-bit integer mantissa and an exponent per value, trailing zero
+    bits move into the exponent, the smallest exponent becomes the common scale ``2**-e``, and the greatest common
+    divisor ``g`` is divided out (equal costs become 1: HiGHS' tolerances then cannot blur them, and the network
+    simplex needs no rounding)."""
+    values = np.asarray(values, dtype=np.float64)
+    nz = values != 0
+    if not nz.any():
+        return np.zeros(values.size, np.int64), Fraction(1)
+    frac, ex = np.frexp(np.abs(values[nz]))
+    mant = np.ldexp(frac, 53).astype(np.int64)  # exact: frac has at most 53 significant bits
+    low = mant & -mant
+    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)  # low is a power of two: log2 is exact
+    odd = mant >> tz
+    lsb = ex.astype(np.int64) - 53 + tz
+    e = int(-lsb.min())
+    shift = lsb + e  # >= 0
+    top = int((shift + np.frexp(odd.astype(np.float64))[1]).max())  # frexp's exponent is the bit length (< 2**53)
+    sign = np.sign(values[nz]).astype(np.int64)
+    if top <= 62:
+        ints = np.zeros(values.size, np.int64)
+        ints[nz] = sign * (odd << shift)
+        g = int(np.gcd.reduce(np.abs(ints[nz])))
+    else:
+        ints = np.zeros(values.size, dtype=object)
+        ints[nz] = [s * (int(o) << int(k)) for s, o, k in zip(sign.tolist(), odd.tolist(), shift.tolist())]
+        g = reduce(math.gcd, ints[nz].tolist())
+    if g > 1:
+        ints //= g
+    return ints, Fraction(g) / Fraction(2) ** e
+
+
+def bit_length(ints: np.ndarray) -> int:
+    """Bits of the largest magnitude in an int64 or object integer array."""
+    if ints.size == 0:
+        return 0
+    if ints.dtype == object:
+        return max(abs(int(x)) for x in (ints.max(), ints.min())).bit_length()
+    return max(abs(int(ints.max())), abs(int(ints.min()))).bit_length()
+
+
+def as_objects(ints: np.ndarray) -> np.ndarray:
+    """The same integers as an object array of Python integers (exact arithmetic without overflow)."""
+    return ints if ints.dtype == object else ints.astype(object)
+
+
+def solve(net: FlowNetwork, solver: str = DEFAULT_SOLVER) -> FlowSolution:
+    """A minimum-cost integral flow of ``net`` with its certificate (see module docstring)."""
     check_solver(solver)
     if net.n_arcs == 0:
         flow = np.zeros(0, dtype=np.int64)
         _check_feasible(net, flow, solver)
-        return FlowSolution(flow, solver, 0.0)
+        return FlowSolution(flow, solver, 0.0, True)
     if solver == "highs":
         return _solve_highs(net)
-    return _solve_networkx(net)
+    if solver == "networkx":
+        return _solve_networkx(net)
+    return _solve_netsimplex(net)
 
 
 def _check_feasible(net: FlowNetwork, flow: np.ndarray, solver: str) -> None:
@@ -105,6 +166,79 @@ def _check_feasible(net: FlowNetwork, flow: np.ndarray, solver: str) -> None:
         np.bincount(net.head, weights=flow, minlength=net.n_nodes).astype(np.int64)
     if not np.array_equal(balance, net.supply):
         raise RuntimeError(f"min-cost flow backend {solver!r} returned a flow that violates conservation")
+
+
+def duality_gap(rc: np.ndarray, flow: np.ndarray, lower: np.ndarray, cap: np.ndarray) -> int:
+    """Exact weak-duality bound on ``cost(flow) - OPT`` for exact integer reduced costs ``rc`` (any dual values):
+    ``sum_{rc<0} (-rc)(cap - flow) + sum_{rc>0} rc (flow - lower)`` (0 iff complementary slackness holds)."""
+    neg = np.flatnonzero(rc < 0)
+    pos = np.flatnonzero(rc > 0)
+    slack_up = (cap[neg] - flow[neg]).astype(object)
+    slack_down = (flow[pos] - lower[pos]).astype(object)
+    return int(np.dot(-rc[neg].astype(object), slack_up)) + int(np.dot(rc[pos].astype(object), slack_down))
+
+
+def _shift_round(ints: np.ndarray, k: int, bound: int) -> np.ndarray:
+    """``round(ints / 2**k)`` clipped to ``[-bound, bound]``, as int64 (exact integer arithmetic)."""
+    if k == 0 and ints.dtype != object:
+        return np.clip(ints, -bound, bound)
+    obj = as_objects(ints)
+    if k > 0:
+        obj = (obj + (1 << (k - 1))) >> k
+    return np.clip(obj, -bound, bound).astype(np.int64)
+
+
+def tree_potentials(cost: np.ndarray, tail: np.ndarray, head: np.ndarray, pred: np.ndarray,
+                    order: np.ndarray) -> np.ndarray:
+    """Exact potentials (Python integers) that zero the reduced cost ``cost + pi[tail] - pi[head]`` of every tree
+    arc of the simplex tree ``pred`` / ``order`` (root last index, artificial arcs of cost 0)."""
+    m = tail.size
+    c = as_objects(cost).tolist()
+    t, h, p = tail.tolist(), head.tolist(), pred.tolist()
+    pi_list = [0] * pred.size
+    root = pred.size - 1
+    for v in order.tolist()[1:]:
+        a = p[v]
+        if a >= m:
+            pi_list[v] = pi_list[root]
+        elif t[a] == v:
+            pi_list[v] = pi_list[h[a]] - c[a]
+        else:
+            pi_list[v] = pi_list[t[a]] + c[a]
+    pi = np.empty(pred.size, dtype=object)
+    pi[:] = pi_list
+    return pi
+
+
+def _solve_netsimplex(net: FlowNetwork) -> FlowSolution:
+    cap = (net.cap - net.lower).astype(np.int64)
+    flow = (net.start - net.lower).astype(np.int64)
+    zero = np.zeros(net.n_arcs, np.int64)
+    bound = 1 << cost_bits(net.n_nodes)
+    exact = net.cost
+    tree = np.full(net.n_nodes, -1, np.int64)
+    reduced = exact  # the costs of the current round: exact reduced costs w.r.t. the previous round's potentials
+    k = max(0, bit_length(exact) - cost_bits(net.n_nodes))
+    gain = max(1, cost_bits(net.n_nodes) - 2 * net.n_nodes.bit_length())
+    for _ in range(_MAX_ROUNDS):
+        costs = _shift_round(reduced, k, bound)
+        flow, pi, pred, order, _pivots = solve_integer(net.tail, net.head, costs, cap, flow, tree)
+        if k == 0 and reduced.dtype != object and bit_length(reduced) <= cost_bits(net.n_nodes):
+            # the kernel ran on the exact costs: its int64 potentials are the certificate
+            rc = reduced + pi[net.tail] - pi[net.head]
+            gap = duality_gap(rc, flow, zero, cap)
+        else:
+            pot = tree_potentials(exact, net.tail, net.head, pred, order)
+            rc = as_objects(exact) + pot[net.tail] - pot[net.head]
+            gap = duality_gap(rc, flow, zero, cap)
+        if gap == 0:
+            out = flow + net.lower
+            _check_feasible(net, out, "netsimplex")
+            return FlowSolution(out, "netsimplex", 0.0, True)
+        reduced = rc
+        k = max(0, k - gain)
+        tree = np.where(pred[:-1] < net.n_arcs, pred[:-1], -1)
+    raise RuntimeError(f"network simplex: not certified after {_MAX_ROUNDS} refinement rounds")
 
 
 def _incidence(net: FlowNetwork) -> sp.csc_matrix:
@@ -118,7 +252,12 @@ def _incidence(net: FlowNetwork) -> sp.csc_matrix:
 def _solve_highs(net: FlowNetwork) -> FlowSolution:
     from scipy.optimize import linprog
 
-    res = linprog(net.cost, A_eq=_incidence(net), b_eq=net.supply.astype(np.float64),
+    top = bit_length(net.cost)
+    # costs scaled by 2**-top into [-1, 1]; float() of an exact integer rounds to the nearest double, which only
+    # perturbs what HiGHS optimizes, never the certificate below
+    scaled = np.ldexp(np.array([float(c) for c in net.cost.tolist()]) if net.cost.dtype == object
+                      else net.cost.astype(np.float64), -top)
+    res = linprog(scaled, A_eq=_incidence(net), b_eq=net.supply.astype(np.float64),
                   bounds=np.column_stack([net.lower, net.cap]).astype(np.float64), method="highs-ds",
                   options={"simplex_dual_edge_weight_strategy": "devex"})  # measured faster, see module docstring
     if res.status != 0:
@@ -129,11 +268,19 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     if np.abs(x - flow).max() > _INTEGRALITY_TOL:
         raise RuntimeError("HiGHS returned a non-integral flow (not a vertex); cannot certify the optimum")
     _check_feasible(net, flow, "highs")
-    y = res.eqlin.marginals
-    rc = net.cost - y[net.tail] + y[net.head]
-    gap = float(np.sum(np.where(rc < 0, -rc * (net.cap - flow), 0.0))
-                + np.sum(np.where(rc > 0, rc * (flow - net.lower), 0.0)))
-    return FlowSolution(flow, "highs", gap)
+    # Exact certificate.  HiGHS solved the costs c * 2**-top (c: the network's coprime integers); scaled back by
+    # 2**top its duals are Y = y * 2**top, and y, a vector of doubles, is exactly y_int * g / 2**e.  With
+    # D = 2**max(0, e - top) every reduced cost c - Y_tail + Y_head times D is an integer, so is the gap times D.
+    y_int, y_unit = exact_integers(res.eqlin.marginals)
+    e = y_unit.denominator.bit_length() - 1  # the denominator is a power of two
+    scale_c = 1 << max(0, e - top)
+    y_units = as_objects(y_int) * (y_unit.numerator << max(0, top - e))
+    rc = as_objects(net.cost) * scale_c - y_units[net.tail] + y_units[net.head]
+    gap = duality_gap(rc, flow, net.lower, net.cap)
+    if gap < scale_c:  # below one cost unit: no integral flow is cheaper
+        return FlowSolution(flow, "highs", float(Fraction(gap, scale_c) * net.cost_unit), True)
+    fallback = _solve_netsimplex(net)
+    return FlowSolution(fallback.flow, "highs+netsimplex", fallback.gap_bound, fallback.certified)
 
 
 def _solve_networkx(net: FlowNetwork) -> FlowSolution:
@@ -143,9 +290,7 @@ def _solve_networkx(net: FlowNetwork) -> FlowSolution:
     lower = net.lower
     demand = -(net.supply - np.bincount(net.tail, weights=lower, minlength=net.n_nodes).astype(np.int64)
                + np.bincount(net.head, weights=lower, minlength=net.n_nodes).astype(np.int64))
-    ratios = [c.as_integer_ratio() for c in net.cost.tolist()]
-    scale = max((den for _, den in ratios), default=1)
-    weights = [num * (scale // den) for num, den in ratios]
+    weights = as_objects(net.cost).tolist()
     g = nx.MultiDiGraph()
     g.add_nodes_from((v, {"demand": int(d)}) for v, d in enumerate(demand.tolist()))
     g.add_edges_from((u, v, a, {"capacity": c, "weight": w}) for a, (u, v, c, w) in
@@ -157,4 +302,4 @@ def _solve_networkx(net: FlowNetwork) -> FlowSolution:
             for a, f in by_key.items():
                 flow[a] += int(f)
     _check_feasible(net, flow, "networkx")
-    return FlowSolution(flow, "networkx", 0.0)
+    return FlowSolution(flow, "networkx", 0.0, True)

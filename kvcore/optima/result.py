@@ -22,13 +22,21 @@ class OptResult:
         misses are admitted; NM: it is dropped at step ``t``, possibly on arrival).  Replaying them (evict every
         resident item whose scheduled step has come whenever the engine asks for room) reproduces ``cost``.
     ``solver``
-        Which algorithm produced the answer (``"belady"``, ``"highs"``, ``"networkx"``, ``"brute"``, ...).
+        Which algorithm produced the answer (``"belady"``, ``"netsimplex"``, ``"highs"``, ``"highs+netsimplex"``
+        when HiGHS' answer could not be certified and the exact simplex redid it, ``"networkx"``, ``"brute"``,
+        ``"future-mass"``, ...).
     ``gap_bound``
-        A proven upper bound on ``cost - OPT`` from LP duality (0 for combinatorial algorithms that are exact in
-        exact arithmetic); see :mod:`kvcore.optima.mincost`.
+        A proven upper bound on ``cost - OPT`` from LP duality, evaluated in exact arithmetic (0 for combinatorial
+        algorithms and for the network simplex, whose integer potentials satisfy complementary slackness); see
+        :mod:`kvcore.optima.mincost`.
     ``unattributed``
         NM only: the trace's total residual mass, reported and never used (the true regret of this schedule lies in
         ``[cost, cost + unattributed]``, see :mod:`kvcore.traces`).
+    ``certified``
+        True when the schedule is *proven* optimal in exact arithmetic.  The flow optima set it when ``gap_bound`` is
+        below one unit of the costs' exact binary scale (any two schedules' costs differ by a whole number of units,
+        so a smaller gap is no gap); every flow backend ends certified (an uncertified HiGHS answer is redone by the
+        exact network simplex).  False for heuristics and for results that do not claim a proof.
     """
 
     cost: float
@@ -39,3 +47,4 @@ class OptResult:
     solver: str = ""
     gap_bound: float = 0.0
     unattributed: float = 0.0
+    certified: bool = False

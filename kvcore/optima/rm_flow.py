@@ -26,12 +26,14 @@ after its request (``evictions`` lists ``(s + 1, item)``), which is legal and co
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from ..engine import check_capacity
 from ..errors import ParameterError
 from ..traces import PagingTrace
-from .mincost import FlowNetwork, check_solver, solve
+from .mincost import DEFAULT_SOLVER, FlowNetwork, check_solver, exact_integers, solve
 from .result import OptResult
 
 
@@ -56,11 +58,13 @@ def next_request(trace: PagingTrace) -> tuple[np.ndarray, np.ndarray]:
     return step_of, nxt
 
 
-def rm_opt(trace: PagingTrace, capacity: int, solver: str = "highs", record: bool = False) -> OptResult:
+def rm_opt(trace: PagingTrace, capacity: int, solver: str = DEFAULT_SOLVER, record: bool = False) -> OptResult:
     """Minimum total fault cost of serving ``trace`` with a cache of ``capacity`` items (see module docstring).
 
-    ``solver``: a backend of :mod:`kvcore.optima.mincost` (``"highs"`` is the measured fastest).  Raises
-    ParameterError for a capacity below 1 or a step requesting more than ``capacity`` items.
+    ``solver``: a backend of :mod:`kvcore.optima.mincost`; every backend returns a certified exact optimum
+    (``certified``, ``gap_bound``).  ``cost`` is the correctly rounded sum of the faulting requests' costs.  Raises
+    ParameterError for a capacity below 1 or a step requesting more than ``capacity`` items (costs are any valid
+    trace's: finite, non-negative, with a finite total, see :mod:`kvcore.traces`).
     """
     h = check_capacity(capacity)
     check_solver(solver)
@@ -73,6 +77,7 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = "highs", record: boo
     gap_end = step_of[later]
     adjacent = gap_end == gap_start
     g_tail, g_head, g_req = gap_start[~adjacent], gap_end[~adjacent], later[~adjacent]
+    exact, unit = exact_integers(costs[g_req])
     line = np.arange(T, dtype=np.int64)
     supply = np.zeros(T + 1, dtype=np.int64)
     supply[0] += h  # a T = 0 trace has one node, where the two cancel
@@ -83,14 +88,16 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = "highs", record: boo
         head=np.concatenate([line + 1, g_head]),
         lower=np.concatenate([per_step, np.zeros(g_tail.size, dtype=np.int64)]),
         cap=np.concatenate([np.full(T, h, dtype=np.int64), np.ones(g_tail.size, dtype=np.int64)]),
-        cost=np.concatenate([np.zeros(T), -costs[g_req]]),
+        cost=np.concatenate([np.zeros(T, dtype=exact.dtype), -exact]),
+        cost_unit=unit,
         supply=supply,
+        start=np.concatenate([np.full(T, h, dtype=np.int64), np.zeros(g_tail.size, dtype=np.int64)]),
     )
     sol = solve(net, solver)
     hit = np.zeros(trace.n_requests, dtype=bool)
     hit[later[adjacent]] = True
     hit[g_req[sol.flow[T:] == 1]] = True
-    cost = float(costs[~hit].sum())
+    cost = math.fsum(costs[~hit].tolist())  # correctly rounded: scaling every cost by 2**j scales it exactly
     misses = int(np.count_nonzero(~hit))
     evictions = None
     if record:
@@ -99,4 +106,6 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = "highs", record: boo
         leave = np.flatnonzero(~stays & (step_of + 1 < T))
         order = np.lexsort((trace.items[leave], step_of[leave]))
         evictions = list(zip((step_of[leave][order] + 1).tolist(), trace.items[leave][order].tolist()))
-    return OptResult(cost, misses, h, "rm", evictions, sol.solver, sol.gap_bound)
+    return OptResult(cost, misses, h, "rm", evictions, sol.solver, sol.gap_bound, certified=sol.certified)
+
+
