@@ -98,6 +98,23 @@ def observed_union_max(trace: AttentionTrace, rho: float, W: int, tau: float) ->
     return max((int((w >= rho * tau).sum()) for _, _, w in trace.rows()), default=0)
 
 
+def attention_sinks(trace: AttentionTrace, min_mass: float = 0.05, min_fraction: float = 0.5,
+                    first: int = 16) -> list[int]:
+    """Tokens among the first ``first`` that act as attention sinks: they receive at least ``min_mass`` on at least
+    ``min_fraction`` of the rows after their arrival (StreamingLLM's sinks: a few initial tokens that absorb a
+    share of nearly every row; Xiao et al., ICLR 2024).  Measured from the trace, so a head with one sink yields one
+    token and a head without any yields none."""
+    min_mass = check_unit_interval(min_mass, "min_mass", closed_low=False, closed_high=True)
+    min_fraction = check_unit_interval(min_fraction, "min_fraction", closed_low=False, closed_high=True)
+    rows = np.repeat(np.arange(trace.T), np.diff(trace.indptr))
+    out = []
+    for i in range(min(check_int(first, "first", 1), trace.T - 1)):
+        later = (trace.indices == i) & (rows > i) & (trace.weights >= min_mass)
+        if np.count_nonzero(later) >= min_fraction * (trace.T - 1 - i):
+            out.append(i)
+    return out
+
+
 def tail_mass_per_step(trace: AttentionTrace, tau: float) -> np.ndarray:
     """``M_t(tau) = sum_{i : a[t, i] < tau} a[t, i]`` for every step ``t`` (stored weights only)."""
     tau = check_unit_interval(tau, "tau", closed_low=False, closed_high=True)

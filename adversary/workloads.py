@@ -73,3 +73,21 @@ def adversarial_and_benign(T: int, k: int) -> dict[str, tuple[str, AttentionTrac
             "persistent sinks=4": ("benign", persistent_attention(T, 0.5, 32, 0.05, sinks=4, sink_mass=0.3, seed=5)),
             "topic shift": ("benign", topic_shift(T, max(T // 4, 16), max(2, k // 2), sinks=4, sink_mass=0.3,
                                                   seed=6).trace)}
+
+
+def paused_sinks(trace: AttentionTrace, n_sinks: int, every: int, length: int) -> AttentionTrace:
+    """``trace`` with the attention on tokens ``0..n_sinks-1`` moved to the arriving token during pauses: rows
+    ``t`` with ``t % every >= every - length`` (after the sinks arrived).  A sink that is idle for ``length`` rows
+    looks unimportant to a rule that scores recent attention only (TOVA's last row, a short window) and is dropped,
+    though it is attended again right after -- the case where pinning the sinks outside the rule helps (paper
+    Section 8).  Rows still sum to 1."""
+    n_sinks, every, length = check_int(n_sinks, "n_sinks", 1), check_int(every, "every", 2), check_int(length,
+                                                                                                       "length", 1)
+    rows = []
+    for t, idx, w in trace.rows():
+        row = dict(zip(idx.tolist(), w.tolist()))
+        if t >= n_sinks and t % every >= every - length:
+            moved = sum(row.pop(i, 0.0) for i in range(n_sinks))
+            row[t] = row.get(t, 0.0) + moved
+        rows.append(row)
+    return AttentionTrace.from_rows(rows, f"{trace.source} (sinks paused {length} of every {every} rows)")

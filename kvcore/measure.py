@@ -26,12 +26,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
-from scipy import stats
 
 from .engine import INTERFACE_METHODS, MODELS, check_capacity, policy_name, run
 from .errors import ParameterError
 from .optima import OptResult, optimum
-from .traces import AttentionTrace, PagingTrace
+from .traces import AttentionTrace, PagingTrace, require_trace
 
 # Floating-point slack for comparing a computed cost with a bound: costs are sums of up to ~1e7 terms.
 REL_TOL = 1e-9
@@ -52,6 +51,8 @@ def mean_ci(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[fl
     m = float(v.mean())
     if v.size < 2 or float(v.std(ddof=1)) == 0.0:
         return m, m, m
+    from scipy import stats  # imported here: scipy.stats costs about a second of every command's startup
+
     half = float(stats.t.ppf(0.5 + confidence / 2, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
     return m, m - half, m + half
 
@@ -153,6 +154,7 @@ def measure(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | N
     one once per seed.  ``opt`` may be passed when the caller already has the optimum for this trace and ``h``
     (an :class:`~kvcore.optima.OptResult` or its cost); ``with_opt=False`` skips it (``opt_cost`` is then NaN).
     """
+    require_trace(trace, "trace")
     k = check_capacity(k, "k")
     h = k if h is None else check_capacity(h, "h")
     if h > k:

@@ -16,8 +16,7 @@ from typing import Any
 from kvcore.errors import KVToolkitError, ParameterError
 
 EXIT_USAGE = 2
-PACKAGE_DIR = Path(__file__).resolve().parent
-FIGURES_DIR = PACKAGE_DIR.parent / "figures"
+EXIT_INTERRUPTED = 130
 
 
 class _Parser(argparse.ArgumentParser):
@@ -27,16 +26,42 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
+INFINITIES = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf}
+
+
 def parse_param(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE read as JSON when it parses (numbers, true/false, lists), else as a string."""
+    """``NAME=VALUE`` with VALUE read as JSON when it parses (numbers, true/false, null, lists), ``inf``, or else as a
+    string; the policy then checks the type and range (``policies.make``).  A number too large for a float is an
+    error, never silently infinity."""
     if "=" not in text:
         raise ParameterError(f"--param {text!r}: expected NAME=VALUE")
     name, raw = text.split("=", 1)
+    if raw.strip().lower() in INFINITIES:
+        return name.strip(), INFINITIES[raw.strip().lower()]
     try:
-        value = json.loads(raw)
+        value = json.loads(raw, parse_constant=lambda c: raw)   # NaN / Infinity literals stay strings
     except json.JSONDecodeError:
         value = raw
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ParameterError(f"--param {text!r}: {raw} does not fit a float (write inf for infinity)")
     return name.strip(), value
+
+
+def whole_number(low: int = 0):
+    """An argparse type: a whole number written in plain ASCII digits (an optional leading minus), at least ``low``;
+    ``1_000``, ``+1``, ``1e3`` and non-ASCII digits are refused rather than coerced."""
+
+    def parse(text: str) -> int:
+        body = text[1:] if text.startswith("-") else text
+        if not (body.isascii() and body.isdigit()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
+        return value
+
+    parse.__name__ = "whole number"
+    return parse
 
 
 def _json_number(x: float) -> float | str:
@@ -51,44 +76,55 @@ OPT_NAMES = {"opt", "belady"}
 
 
 def cmd_simulate(args) -> int:
-    from kvcore.engine import check_capacity
     from kvcore.measure import measure, ratio
     from kvcore.optima import optimum
     from kvcore.traces import AttentionTrace, load_trace
 
     import policies
 
-    k = check_capacity(args.capacity, "--capacity")
-    h = k if args.opt_capacity is None else check_capacity(args.opt_capacity, "--opt-capacity")
+    k, h = args.capacity, args.capacity if args.opt_capacity is None else args.opt_capacity
     if h > k:
         raise ParameterError(f"--opt-capacity {h} exceeds --capacity {k} (resource augmentation needs h <= k)")
-    trace = load_trace(args.trace)
-    if args.model == "nm" and not isinstance(trace, AttentionTrace):
-        raise ParameterError(f"{args.trace}: model nm needs an attention trace (.npz with kind='attention')")
+    is_opt = args.policy.lower() in OPT_NAMES
+    if is_opt and args.no_opt:
+        raise ParameterError("--no-opt with --policy OPT leaves nothing to run")
     params = dict(parse_param(p) for p in args.param)
-    if args.policy.lower() in OPT_NAMES:
-        if params:
-            raise ParameterError("--param does not apply to the optimum")
-        opt = optimum(trace, h, args.model, theta=args.theta)
-        name, cost, misses = "OPT", opt.cost, opt.misses
-    else:
+    if is_opt and params:
+        raise ParameterError("--param does not apply to the optimum")
+    factory = None
+    if not is_opt:
         if ":" not in args.policy:
             info = policies.get(args.policy)
             if args.model not in info.models:
                 raise ParameterError(f"policy {info.name} does not support model {args.model} "
                                      f"(supports: {', '.join(info.models)})")
-        m = measure(policies.resolve(args.policy, params), trace, k, h, model=args.model, seeds=(args.seed,),
-                    theta=args.theta)
+        factory = policies.resolve(args.policy, params)   # before loading a large trace: fail fast
+    trace = load_trace(args.trace)
+    if args.model == "nm" and not isinstance(trace, AttentionTrace):
+        raise ParameterError(f"{args.trace}: model nm needs an attention trace (.npz with kind='attention')")
+    if is_opt:
+        opt = optimum(trace, h, args.model, theta=args.theta)
+        name, cost, misses = "OPT", opt.cost, opt.misses
+    else:
+        m = measure(factory, trace, k, h, model=args.model, seeds=(args.seed,), theta=args.theta,
+                    with_opt=not args.no_opt)
         opt, name, cost, misses = m.opt, m.policy, m.cost, m.misses[0]
-    out = {"policy": name, "capacity": k, "opt_capacity": h, "model": args.model, "trace": str(args.trace),
-           "steps": trace.T, "requests": _requests(trace, args), "cost": cost, "misses": misses,
-           "opt_cost": opt.cost, "opt_misses": opt.misses, "ratio": _json_number(ratio(cost, opt.cost)),
-           "seed": args.seed, "params": params}
+    out = {"policy": name, "capacity": k, "model": args.model, "trace": str(args.trace), "steps": trace.T,
+           "requests": _requests(trace, args), "cost": cost, "misses": misses, "seed": args.seed, "params": params}
+    if opt is not None:
+        out.update(opt_capacity=h, opt_cost=opt.cost, opt_misses=opt.misses,
+                   ratio=_json_number(ratio(cost, opt.cost)),
+                   opt_certificate={"solver": opt.solver, "gap_bound": opt.gap_bound,
+                                    **({"certified": opt.certified} if hasattr(opt, "certified") else {})})
+        if args.model == "nm":
+            out["tracking_gap"] = cost - opt.cost
     if args.model == "nm":
-        out["tracking_gap"] = cost - opt.cost
         out["unattributed_mass"] = float(trace.residual.sum())
     if args.model == "rm" and isinstance(trace, AttentionTrace):
         out["theta"] = args.theta
+        out["note"] = ("RM from attention: each token's arrival is free and only re-requests of evicted tokens "
+                       "(attention >= theta) are paid, so the optimum can pay 0 (ratio inf) when every request "
+                       "fits a k-slot schedule")
     if args.json:
         print(json.dumps(out, sort_keys=True))
     else:
@@ -138,13 +174,12 @@ def _profile(args):
     return PROFILES["full" if getattr(args, "full", False) else "quick"]
 
 
-def _figure_ids() -> list[str]:
-    import figures
-
-    return list(figures.FIGURES)
+def _out_root(args, default: Path) -> Path:
+    return Path(args.out) if getattr(args, "out", None) else default
 
 
-def _build_figures(ids, profile, fig_dir: Path) -> dict[str, list[str]]:
+def _build_figures(ids, profile, staging) -> dict[str, list[str]]:
+    """Build figures into ``staging`` (its ``figures/``); returns id -> paths relative to the output root."""
     import time
 
     import figures
@@ -152,37 +187,41 @@ def _build_figures(ids, profile, fig_dir: Path) -> dict[str, list[str]]:
 
     from .report import progress
 
+    fig_dir = staging.path("figures/.keep").parent
     built = {}
     for n, fid in enumerate(ids, 1):
         t0 = time.perf_counter()
         paths = figures.build(fid, fig_dir, data=figure_data(fid, profile))
-        built[fid] = [str(p) for p in paths]
+        built[fid] = [f"figures/{p.name}" for p in paths]
         progress(f"[figure {n}/{len(ids)}] {fid}: {', '.join(p.name for p in paths)} "
                  f"({time.perf_counter() - t0:.1f} s)")
     return built
 
 
 def cmd_run(args) -> int:
+    import figures
     from theorems.claims import CLAIMS, Context
 
-    from .report import check_out_dir, progress, real_trace_section, run_claims, write_report
+    from .report import (REPO_ROOT, Staging, ledger_changes, progress, real_trace_section, run_claims, write_ledger,
+                         write_report)
 
     profile = _profile(args)
-    out_dir = check_out_dir(Path(args.out) if args.out else PACKAGE_DIR)
-    fig_dir = check_out_dir(Path(args.out) / "figures" if args.out else FIGURES_DIR)
-    progress(f"paper_check: profile {profile.name}; figures -> {fig_dir}; report -> {out_dir}")
-    from .report import display_path
-
-    built = {fid: [display_path(p, out_dir) for p in paths]
-             for fid, paths in _build_figures(_figure_ids(), profile, fig_dir).items()}
-    results = run_claims(list(CLAIMS), Context(profile, out_dir, built))
-    real = real_trace_section(profile, out_dir)
-    md, js, changes = write_report(out_dir, profile, results, built, real)
-    progress(f"paper_check: wrote {md} and {js}")
+    root = _out_root(args, REPO_ROOT)
+    staging = Staging(root, replace_dirs=["paper_check/counterexamples"])
+    try:
+        progress(f"paper_check: profile {profile.name}; writing figures/ and paper_check/ under {root}")
+        built = _build_figures(list(figures.FIGURES), profile, staging)
+        results = run_claims(list(CLAIMS), Context(profile, staging.dir, built))
+        real = real_trace_section(profile, staging)
+        changes = [] if args.write_ledger else ledger_changes(results, profile)
+        write_report(staging, profile, results, built, changes, real)
+        staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
+    progress(f"paper_check: wrote {root / 'paper_check' / 'report.md'} and report.json, {len(built)} figures")
     if args.write_ledger:
-        from .report import write_ledger
-
-        progress(f"paper_check: ledger written to {write_ledger(results)}")
+        progress(f"paper_check: ledger written to {write_ledger(results, profile)}")
         return 0
     for c in changes:
         print(f"paper_check: ledger: {c}", file=sys.stderr)
@@ -202,42 +241,63 @@ def cmd_list(args) -> int:
     return 0
 
 
+DEFAULT_OUT = "paper_check_out"   # figure and claim write here (in the current directory) unless --out says
+
+
 def cmd_figure(args) -> int:
     import figures
 
-    from .report import check_out_dir
+    from .report import Staging
 
-    if args.id not in figures.FIGURES:
-        raise ParameterError(f"unknown figure {args.id!r} (known: {', '.join(figures.FIGURES)})")
-    fig_dir = check_out_dir(Path(args.out) if args.out else FIGURES_DIR)
-    for paths in _build_figures([args.id], _profile(args), fig_dir).values():
-        for p in paths:
-            print(p)
+    fid = figures.spec(args.id).fig_id
+    root = _out_root(args, Path(DEFAULT_OUT))
+    staging = Staging(root)
+    try:
+        built = _build_figures([fid], _profile(args), staging)
+        staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
+    for p in built[fid]:
+        print(root / p)
     return 0
 
 
 def cmd_claim(args) -> int:
     from theorems.claims import CLAIMS, Context, dumps
 
-    from .report import check_out_dir, claim_record, run_claims
+    from .report import Staging, claim_record, ledger_changes, run_claims
 
     if args.id not in CLAIMS:
         raise ParameterError(f"unknown claim id {args.id!r} (see 'python -m paper_check list')")
-    out_dir = check_out_dir(Path(args.out) if args.out else PACKAGE_DIR / "out")
-    res = run_claims([args.id], Context(_profile(args), out_dir))[args.id]
-    rec = claim_record(args.id, res, _profile(args))
+    profile = _profile(args)
+    root = _out_root(args, Path(DEFAULT_OUT))
+    staging = Staging(root)
+    try:
+        res = run_claims([args.id], Context(profile, staging.dir))[args.id]
+        staging.commit()
+    except BaseException:
+        staging.discard()
+        raise
+    rec = claim_record(args.id, res, profile)
+    changes = ledger_changes({args.id: res}, profile, complete=False)
     if args.json:
-        print(dumps(rec))
-        return 0
+        print(dumps(dict(rec, ledger_changes=changes)))
+        return 1 if changes else 0
     print(f"{rec['id']} ({rec['source']}): {rec['claim']}")
     print(f"verdict: {rec['verdict']} - {rec['summary']}")
     if rec["correction"]:
         print(f"correction: {rec['correction']}")
+    for name, r in (rec["readings"] or {}).items():
+        print(f"reading {name}: {r['verdict']} - {r['finding']}")
+    print("sizes: " + dumps(rec["sizes"]))
     print("expected: " + dumps(rec["expected"]))
     print("computed: " + dumps(rec["values"]))
     if rec["evidence"]:
-        print("evidence: " + dumps(rec["evidence"]))
-    return 0
+        print("evidence (relative to " + str(root) + "): " + dumps(rec["evidence"]))
+    for c in changes:
+        print(f"ledger: {c}")
+    return 1 if changes else 0
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -273,9 +333,12 @@ def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="paper_check", description="Rebuild every figure and check every claim of the paper; "
                 "simulate policies against the exact optimum.  With no command: the whole check.")
     _add_profile(p)
-    p.add_argument("--out", default=None, help="write report and figures here instead of paper_check/ and figures/")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help="output root, laid out like the repository: DIR/figures/ and DIR/paper_check/report.{md,json}"
+                        " (default: the repository itself)")
     p.add_argument("--write-ledger", action="store_true",
-                   help="record this run's verdicts as the expected ones in paper_check/ledger.json")
+                   help="record this run's verdicts (and, quick profile, values) as the expected ones in "
+                        "paper_check/ledger.json")
     sub = p.add_subparsers(dest="command", parser_class=_Parser)
 
     ls = sub.add_parser("list", help="list the claims and figures")
@@ -283,24 +346,30 @@ def build_parser() -> argparse.ArgumentParser:
 
     f = sub.add_parser("figure", help="build one figure")
     f.add_argument("id", help="figure id (see 'list')")
-    f.add_argument("--out", default=argparse.SUPPRESS, help="directory for the image files (default figures/)")
+    f.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output root; the files go to DIR/figures/ (default ./{DEFAULT_OUT})")
     _add_profile(f)
     f.set_defaults(func=cmd_figure)
 
     c = sub.add_parser("claim", help="check one claim and print its details")
     c.add_argument("id", help="claim id (see 'list')")
-    c.add_argument("--out", default=argparse.SUPPRESS, help="directory for counterexample files")
+    c.add_argument("--out", default=None, metavar="DIR",
+                   help=f"output root for counterexample files, DIR/paper_check/counterexamples/ (default "
+                        f"./{DEFAULT_OUT})")
     c.add_argument("--json", action="store_true", help="print the claim's JSON record")
     _add_profile(c)
     c.set_defaults(func=cmd_claim)
 
     s = sub.add_parser("simulate", help="simulate one policy and the exact optimum on a trace file")
     s.add_argument("trace", help="trace file (.npy, .txt, or .npz; see README 'Trace files')")
-    s.add_argument("--policy", required=True, help="registered policy name (case-insensitive), or OPT / Belady")
-    s.add_argument("--capacity", "-k", type=int, required=True, help="cache size k")
-    s.add_argument("--opt-capacity", type=int, default=None, help="optimum's cache size h <= k (default k)")
+    s.add_argument("--policy", required=True, help="registered policy name (case-insensitive), module:Class "
+                   "importable from the current directory, or OPT / Belady")
+    s.add_argument("--capacity", "-k", type=whole_number(1), required=True, help="cache size k")
+    s.add_argument("--opt-capacity", type=whole_number(1), default=None, help="optimum's cache size h <= k "
+                   "(default k)")
+    s.add_argument("--no-opt", action="store_true", help="do not solve the optimum (no opt_cost, no ratio)")
     s.add_argument("--model", choices=("rm", "nm"), default="rm", help="cost model (default rm)")
-    s.add_argument("--seed", type=int, default=0, help="seed of a randomized policy (default 0)")
+    s.add_argument("--seed", type=whole_number(0), default=0, help="seed of a randomized policy (default 0)")
     s.add_argument("--theta", type=float, default=0.1,
                    help="RM request threshold for attention traces (default 0.1)")
     s.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
@@ -337,14 +406,17 @@ def _add_profile(p: argparse.ArgumentParser) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args.func = cmd_run
     try:
+        parser = build_parser()
+        args = parser.parse_args(argv)
+        if args.command is None:
+            args.func = cmd_run
         return int(args.func(args) or 0)
     except KVToolkitError as exc:
         print(f"paper_check: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("paper_check: interrupted (outputs left as they were)", file=sys.stderr)
+        return EXIT_INTERRUPTED
     except BrokenPipeError:
         return 0

@@ -1,25 +1,42 @@
-"""Run the claims and figures and write the report (Markdown for people, JSON for machines) and check the ledger.
+"""Run the claims and figures, write the report (Markdown for people, JSON for machines), and check the ledger.
 
-The ledger (``paper_check/ledger.json``, committed) holds the expected verdict of every claim; a run whose verdict
-differs for any claim exits non-zero and names it, so ``python -m paper_check`` is itself a regression check.
-Reports hold no timestamps or timings, so two runs with the same inputs write the same bytes; timings go to stderr.
+Layout.  Every output goes under an output root laid out like the repository: ``figures/`` and
+``paper_check/{report.md, report.json, counterexamples/}``.  The default root is the repository itself (the main job
+rebuilds the committed files); ``--out DIR`` makes ``DIR`` the root.  Every path the report prints is relative to
+that root, so the report's bytes do not depend on where it was written.
+
+Atomicity.  A run writes into a staging directory inside the root and, only when everything is built, moves each file
+to its place (``os.replace``) with SIGINT held back, then removes the staging directory.  An interrupted run leaves
+the previous outputs as they were -- never a truncated file, never a mix of two runs or two profiles.
+
+The ledger (``paper_check/ledger.json``, committed) locks, per claim, the quick profile's verdict, its values and
+what the source states, and the full profile's verdict.  A run whose verdict or values differ (tolerances in
+``VERDICTS.md``), a claim the ledger lacks, or a ledger entry whose claim did not run, exits 1 and names it.
+Reports hold no timestamps or timings (those go to stderr), so two runs write the same bytes.
 """
 
 from __future__ import annotations
 
+import json
+import math
 import os
+import shutil
+import signal
 import sys
 import tempfile
 import time
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from kvcore.errors import ParameterError
 from theorems.claims import CLAIMS, ClaimResult, Context, dumps, to_jsonable
 from theorems.profile import Profile
 
 PACKAGE_DIR = Path(__file__).resolve().parent
+REPO_ROOT = PACKAGE_DIR.parent
 LEDGER = PACKAGE_DIR / "ledger.json"
+REL_TOL, ABS_TOL = 1e-6, 1e-9
 
 
 def progress(msg: str) -> None:
@@ -39,10 +56,12 @@ def check_out_dir(path: Path) -> Path:
 
 
 def write_atomic(path: Path, text: str) -> None:
+    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (mode 0644)."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
+        os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
@@ -50,13 +69,62 @@ def write_atomic(path: Path, text: str) -> None:
         raise
 
 
+@contextmanager
+def sigint_held():
+    """Hold SIGINT back (it is delivered when the block ends) so that a sequence of renames is not cut in half."""
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+
+
+class Staging:
+    """Outputs of one run, built in ``root/.paper_check-staging-*`` and moved into ``root`` by :meth:`commit`.
+
+    ``replace_dirs`` are directories (relative to the root) replaced as a whole, so a file an earlier run left there
+    and this run did not write (an old counterexample) disappears with the commit."""
+
+    def __init__(self, root: Path, replace_dirs: Iterable[str] = ()):
+        self.root = check_out_dir(root)
+        self.dir = Path(tempfile.mkdtemp(dir=self.root, prefix=".paper_check-staging-"))
+        self.replace_dirs = list(replace_dirs)
+
+    def path(self, rel: str) -> Path:
+        p = self.dir / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        return p
+
+    def commit(self) -> list[Path]:
+        files = sorted(p for p in self.dir.rglob("*") if p.is_file())
+        with sigint_held():
+            for rel in self.replace_dirs:
+                target = self.root / rel
+                if target.is_dir():
+                    shutil.rmtree(target)
+            moved = []
+            for f in files:
+                dest = self.root / f.relative_to(self.dir)
+                dest.parent.mkdir(parents=True, exist_ok=True)
+                os.chmod(f, 0o644)
+                os.replace(f, dest)
+                moved.append(dest)
+            shutil.rmtree(self.dir, ignore_errors=True)
+        return moved
+
+    def discard(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 def run_claims(ids: Iterable[str], ctx: Context) -> dict[str, ClaimResult]:
     results = {}
     ids = list(ids)
     for n, cid in enumerate(ids, 1):
-        c = CLAIMS[cid]
         t0 = time.perf_counter()
-        res = c.run(ctx)
+        res = CLAIMS[cid].run(ctx)
         progress(f"[claim {n}/{len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
         results[cid] = res
     return results
@@ -65,64 +133,110 @@ def run_claims(ids: Iterable[str], ctx: Context) -> dict[str, ClaimResult]:
 def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:
     c = CLAIMS[cid]
     return to_jsonable({"id": cid, "source": c.source, "claim": c.claim, "verdict": res.verdict,
-                        "summary": res.summary, "values": res.values, "expected": res.expected,
-                        "evidence": res.evidence, "correction": res.correction, "sizes": c.sizes_at(profile)})
+                        "summary": res.summary, "correction": res.correction, "readings": res.readings,
+                        "values": res.values, "expected": res.expected, "evidence": res.evidence,
+                        "sizes": c.sizes_at(profile)})
 
 
-def write_ledger(results: dict[str, ClaimResult]) -> Path:
-    """Record the verdicts of this run as the expected ones (``--write-ledger``)."""
-    write_atomic(LEDGER, dumps({"about": "expected verdict of every claim; python -m paper_check exits 1 and names "
-                                         "the claim when a run disagrees (regenerate with --write-ledger)",
-                                "claims": {cid: r.verdict for cid, r in results.items()}}) + "\n")
-    return LEDGER
+# ---------------------------------------------------------------------------------------------------------------------
+# the ledger: verdicts and values locked
+# ---------------------------------------------------------------------------------------------------------------------
 
 
-def display_path(p: str | Path, out_dir: Path) -> str:
-    """A path as the report shows it: relative to the repository or to the output directory, never absolute, so
-    the report does not depend on where the checkout lives."""
-    p = Path(p).resolve()
-    for base in (PACKAGE_DIR.parent, out_dir.resolve()):
-        try:
-            return str(p.relative_to(base))
-        except ValueError:
-            continue
-    return p.name
-
-
-def load_ledger() -> dict[str, str]:
-    import json
-
-    if not LEDGER.exists():
+def load_ledger(path: Path | None = None) -> dict[str, dict]:
+    path = path or LEDGER
+    if not path.exists():
         return {}
-    return json.loads(LEDGER.read_text())["claims"]
+    return json.loads(path.read_text())["claims"]
 
 
-def ledger_changes(results: dict[str, ClaimResult]) -> list[str]:
-    expected = load_ledger()
+def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path | None = None) -> Path:
+    """Record this run as the expected one (``--write-ledger``): the quick profile locks verdicts and values, the
+    full profile its verdicts (beside the quick entries already there)."""
+    path = path or LEDGER
+    ledger = load_ledger(path)
+    for cid, r in results.items():
+        entry = ledger.setdefault(cid, {})
+        if profile.name == "full":
+            entry["full_verdict"] = r.verdict
+        else:
+            entry.update(verdict=r.verdict, values=to_jsonable(r.values), expected=to_jsonable(r.expected))
+    for cid in [c for c in ledger if c not in CLAIMS]:
+        del ledger[cid]
+    write_atomic(path, dumps({"about": "expected verdict of every claim (quick: verdict, values, expected; full: "
+                                       "full_verdict); python -m paper_check exits 1 and names any difference "
+                                       "(rules: VERDICTS.md; regenerate with --write-ledger after review)",
+                              "claims": dict(sorted(ledger.items()))}) + "\n")
+    return path
+
+
+def value_differences(fresh: Any, locked: Any, where: str = "") -> list[str]:
+    """Where two JSON values differ: numbers beyond a relative ``REL_TOL`` (absolute ``ABS_TOL`` near 0), anything
+    else exactly (keys, strings, booleans, list lengths)."""
+    if isinstance(fresh, bool) or isinstance(locked, bool) or fresh is None or locked is None:
+        return [] if fresh == locked else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
+    if isinstance(fresh, (int, float)) and isinstance(locked, (int, float)):
+        if math.isclose(fresh, locked, rel_tol=REL_TOL, abs_tol=ABS_TOL):
+            return []
+        return [f"{where or '/'}: {locked!r} -> {fresh!r}"]
+    if isinstance(fresh, dict) and isinstance(locked, dict):
+        out = [f"{where}/{k}: only in the ledger" for k in locked if k not in fresh]
+        out += [f"{where}/{k}: not in the ledger" for k in fresh if k not in locked]
+        for k in fresh:
+            if k in locked:
+                out += value_differences(fresh[k], locked[k], f"{where}/{k}")
+        return out
+    if isinstance(fresh, list) and isinstance(locked, list):
+        if len(fresh) != len(locked):
+            return [f"{where or '/'}: {len(locked)} entries -> {len(fresh)}"]
+        return [d for i, (a, b) in enumerate(zip(fresh, locked)) for d in value_differences(a, b, f"{where}/{i}")]
+    return [] if fresh == locked else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
+
+
+def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: bool = True,
+                   ledger: dict | None = None) -> list[str]:
+    """Every difference between this run and the ledger, one line each.  ``complete``: the run was meant to cover
+    every claim, so a ledger entry that did not run is a difference too."""
+    ledger = load_ledger() if ledger is None else ledger
     out = []
     for cid, res in results.items():
-        want = expected.get(cid)
-        if want is None:
-            out.append(f"{cid}: verdict {res.verdict!r} has no ledger entry")
-        elif want != res.verdict:
-            out.append(f"{cid}: verdict changed from {want!r} to {res.verdict!r}")
+        entry = ledger.get(cid)
+        key = "full_verdict" if profile.name == "full" else "verdict"
+        if entry is None or key not in entry:
+            out.append(f"{cid}: verdict {res.verdict!r} has no ledger entry ({key})")
+            continue
+        if entry[key] != res.verdict:
+            out.append(f"{cid}: verdict changed from {entry[key]!r} to {res.verdict!r}")
+        if profile.name != "full":
+            diffs = value_differences(to_jsonable(res.values), entry.get("values"))
+            if diffs:
+                out.append(f"{cid}: {len(diffs)} values changed, first: {diffs[0]}")
+    if complete:
+        out += [f"{cid}: in the ledger but did not run" for cid in ledger if cid not in results]
     return out
 
 
-def real_trace_section(profile: Profile, out_dir: Path) -> dict:
-    """Measurements on real attention traces (issue 7).  The quick profile reads the committed trace set; the full
-    profile captures a fresh one into ``out_dir/real_traces`` when the ``[real]`` extra is installed.  Which source
-    was used is stated in the section ("FALLBACK: ..." when it is the committed set)."""
-    from realtrace import load_default_traces
+# ---------------------------------------------------------------------------------------------------------------------
+# the report
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def real_trace_section(profile: Profile, staging: Staging | None = None) -> dict:
+    """Measurements on real attention traces.  The quick profile always reads the committed trace set (so the
+    committed report does not depend on the installation); the full profile captures a fresh one into the staging
+    directory when the ``[real]`` extra is installed, and says which it used."""
+    from realtrace import COMMITTED, load_default_traces, load_traceset
     from realtrace.report import format_report, real_trace_report
 
     t0 = time.perf_counter()
     if profile.name == "full":
-        ts, note = load_default_traces(out_dir / "real_traces")
+        ts, note = load_default_traces(staging.path("real_traces") if staging else None)
         budgets = (32, 64, 128)
     else:
-        ts, note = load_default_traces()
-        note += "; the quick profile uses two heads of layers 9 and 19 at k = 64 (--full: every head, k = 32, 64, 128)"
+        ts = load_traceset(COMMITTED)
+        note = ("the committed trace set realtrace/data/smollm2_recall (the quick profile always reads it; "
+                "--full captures a fresh set when the [real] extra is installed), two heads of layers 9 and 19 at "
+                "k = 64 (--full: every head, k = 32, 64, 128)")
         keep = [n for n in ts.names() if ts.layers[n] in (9, 19) and ts.heads[n] == "kv0"]
         ts = type(ts)({n: ts.traces[n] for n in keep}, {n: ts.layers[n] for n in keep},
                       {n: ts.heads[n] for n in keep}, ts.segments, ts.meta, ts.source)
@@ -132,31 +246,49 @@ def real_trace_section(profile: Profile, out_dir: Path) -> dict:
     return {"report": rep, "text": format_report(rep)}
 
 
+def _cell(text: str | None) -> str:
+    return (text or "").replace("|", "\\|").replace("\n", " ")
+
+
+def _figure_paths(evidence: dict) -> list[str]:
+    fig = evidence.get("figure") or []
+    return [p for p in (fig if isinstance(fig, list) else [fig]) if str(p).endswith(".png")]
+
+
 def render_markdown(profile: Profile, records: list[dict], figures: dict[str, list[str]], changes: list[str],
                     real: dict | None = None) -> str:
     lines = ["# paper_check report", "",
              "Every claim of *KV-Cache Eviction as an Online Caching Problem* (seed 000) and of the block-eviction "
-             "figure page (seed 002), recomputed by this toolkit.  Verdicts: **holds**, **holds-with-correction** "
-             "(the correction is stated), **refuted** (with the counterexample), **not-checkable** (the missing "
-             "input is named).", "",
+             "figure page (seed 002), recomputed by this toolkit.  Verdicts (rules: `VERDICTS.md`): **holds**, "
+             "**holds-with-correction** (the correction is stated), **refuted** (with the counterexample), "
+             "**not-reproduced** (with its positive control), **not-checkable** (the missing input is named).  Where "
+             "the source reads two ways, the verdict under each reading is given.  Paths are relative to the "
+             "repository root (or to the `--out` directory, laid out the same way).", "",
              f"Profile `{profile.name}`: {profile.description}; each claim's sizes are listed with it.", ""]
     counts: dict[str, int] = {}
     for r in records:
         counts[r["verdict"]] = counts.get(r["verdict"], 0) + 1
     lines += ["Totals: " + ", ".join(f"{v} {k}" for k, v in sorted(counts.items())), ""]
     if changes:
-        lines += ["## Verdicts that differ from the ledger", ""] + [f"- {c}" for c in changes] + [""]
-    lines += ["## Summary", "", "| id | verdict | finding |", "|---|---|---|"]
+        lines += ["## Differences from the ledger", ""] + [f"- {c}" for c in changes] + [""]
+    lines += ["## Summary", "", "| id | verdict | finding | correction |", "|---|---|---|---|"]
     for r in records:
-        lines.append(f"| [{r['id']}](#{r['id']}) | {r['verdict']} | {r['summary']} |")
+        lines.append(f"| [{r['id']}](#{r['id']}) | {r['verdict']} | {_cell(r['summary'])} | "
+                     f"{_cell(r['correction'])} |")
     lines += ["", "## Details", ""]
     for r in records:
         lines += [f"### {r['id']}", "", f"*Source:* {r['source']}.  *Claim:* {r['claim']}", "",
                   f"**Verdict: {r['verdict']}.** {r['summary']}", ""]
         if r.get("correction"):
             lines += [f"*Correction:* {r['correction']}", ""]
+        if r.get("readings"):
+            lines += ["| reading | verdict | finding |", "|---|---|---|"]
+            lines += [f"| {_cell(name)} | {x['verdict']} | {_cell(x['finding'])} |" for name, x in r["readings"].items()]
+            lines.append("")
         if r.get("sizes"):
             lines += ["Sizes: " + ", ".join(f"{k} = {v}" for k, v in r["sizes"].items()), ""]
+        for png in _figure_paths(r["evidence"]):
+            lines += [f"![{Path(png).stem}](../{png})", ""]
         lines += ["Expected (as the source states it):", "", "```json", dumps(r["expected"]), "```", "",
                   "Computed:", "", "```json", dumps(r["values"]), "```", ""]
         if r["evidence"]:
@@ -171,13 +303,10 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
     return "\n".join(lines)
 
 
-def write_report(out_dir: Path, profile: Profile, results: dict[str, ClaimResult], figures: dict[str, list[str]],
-                 real: dict | None = None) -> tuple[Path, Path, list[str]]:
+def write_report(staging: Staging, profile: Profile, results: dict[str, ClaimResult], figures: dict[str, list[str]],
+                 changes: list[str], real: dict | None = None) -> None:
     records = [claim_record(cid, res, profile) for cid, res in results.items()]
-    changes = ledger_changes(results)
     doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes,
            "real_traces": real["report"] if real else None}
-    json_path, md_path = out_dir / "report.json", out_dir / "report.md"
-    write_atomic(json_path, dumps(doc) + "\n")
-    write_atomic(md_path, render_markdown(profile, records, figures, changes, real))
-    return md_path, json_path, changes
+    write_atomic(staging.path("paper_check/report.json"), dumps(doc) + "\n")
+    write_atomic(staging.path("paper_check/report.md"), render_markdown(profile, records, figures, changes, real))

@@ -95,7 +95,30 @@ def make(name: str, **params: Any) -> Policy:
     if unknown:
         raise ParameterError(f"policy {info.name}: unknown parameter(s) {sorted(unknown)} "
                              f"(parameters: {sorted(info.params) or 'none'})")
+    for key, value in params.items():
+        check_param_type(info, key, value)
     return info.cls(**params)
+
+
+def check_param_type(info: PolicyInfo, key: str, value: Any) -> None:
+    """A parameter value must have its field's declared type (an int is accepted where a float is declared; a bool
+    never counts as a number); one-line ParameterError otherwise, nothing coerced.  Ranges are each policy's own
+    check (``__post_init__``)."""
+    import types
+    import typing
+
+    hint = typing.get_type_hints(info.cls).get(key)
+    if hint is None:
+        return
+    allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    allowed = tuple(typing.get_origin(a) or a for a in allowed)
+    ok = any(value is None if a is type(None) else
+             (isinstance(value, (int, float)) and not isinstance(value, bool)) if a is float else
+             (isinstance(value, int) and not isinstance(value, bool)) if a is int else
+             isinstance(value, a) for a in allowed)
+    if not ok:
+        names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)
+        raise ParameterError(f"policy {info.name}: {key} = {value!r} must be {names}")
 
 
 def all_policies(model: str | None = None, deterministic: bool | None = None, **declared: Any) -> list[PolicyInfo]:

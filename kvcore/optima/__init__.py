@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from ..engine import MODELS
 from ..errors import ParameterError
-from ..traces import AttentionTrace, PagingTrace, rm_requests_from_attention
+from ..traces import AttentionTrace, PagingTrace, require_trace, rm_requests_from_attention
 from .belady import belady
 from .brute import brute_nm, brute_rm
 from .furthest_next import furthest_next_heuristic
@@ -42,6 +42,7 @@ def optimum(trace: PagingTrace | AttentionTrace, capacity: int, model: str = "rm
     recompute costs (:func:`kvcore.traces.rm_requests_from_attention`), then :func:`rm_opt`.  NM: :func:`nm_opt`
     (attention traces only).
     """
+    require_trace(trace, "trace")
     if model not in MODELS:
         raise ParameterError(f"model = {model!r}: must be one of {MODELS}")
     if model == "nm":

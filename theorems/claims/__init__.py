@@ -5,13 +5,13 @@ family of results, named like the result tables they read (:mod:`theorems.result
 ``practice``, ``blocks``, and ``formulas`` for the closed-form numbers.
 """
 
-from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Context, claim, dumps, in_report_order,
-                       to_jsonable)
+from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed, Context, Decision, claim, decides,
+                       dumps, edit, in_report_order, to_jsonable)
 
 # Import order is registration order; the report sorts by SPEC_IDS.
 from . import attention, blocks, classic, formulas, practice  # noqa: E402,F401  (registration side effect)
 
 CLAIMS = in_report_order(CLAIMS)
 
-__all__ = ["CLAIMS", "SPEC_IDS", "VERDICTS", "Claim", "ClaimResult", "Context", "claim", "dumps", "in_report_order",
-           "to_jsonable"]
+__all__ = ["CLAIMS", "SPEC_IDS", "VERDICTS", "Claim", "ClaimResult", "Computed", "Context", "Decision", "claim",
+           "decides", "dumps", "edit", "in_report_order", "to_jsonable"]

@@ -1,14 +1,20 @@
-"""The claims registry: one registered check per claim id of SPEC section 6 (like :mod:`figures.registry`).
+"""The claims registry: one registered claim per claim id of SPEC section 6 (like :mod:`figures.registry`).
 
-A check recomputes the quantity the source states in words (never copies it as the expected value) and returns a
-:class:`ClaimResult`.  Register it with :func:`claim`, declaring every size it uses for each profile
-(``sizes={"ks": ((2, 4, 8), (2, 4, 8, 16, 32))}``: quick value, full value); the check reads them from
-``ctx.sizes`` and the report prints them, so no size hides in the code.  Verdicts: see :data:`VERDICTS` and the
-rules in ``VERDICTS.md``.
+A claim is two functions (rules: ``VERDICTS.md``):
+
+* ``compute(ctx) -> Computed``, registered with :func:`claim`: runs the experiment at the sizes the claim declares
+  for each profile (``sizes={"ks": ((2, 4, 8), (2, 4, 8, 16, 32))}``: quick value, full value; read from
+  ``ctx.sizes``) and returns labelled values, what the source states, and the evidence (test modules, figure files,
+  counterexample files);
+* ``decide(values, expected) -> Decision``, registered with :func:`decides`: the verdict, the summary, the
+  correction and, where the source reads two ways, the verdict under each reading -- from the values alone (they
+  reach it as JSON, exactly as the report and the ledger hold them).  Its ``flips`` are edits of the values that
+  must change the verdict; ``tests/test_claim_decisions.py`` applies them to the committed values.
 """
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import json
 from dataclasses import dataclass, field
@@ -22,13 +28,40 @@ VERDICTS = ("holds", "holds-with-correction", "refuted", "not-reproduced", "not-
 
 
 @dataclass
+class Computed:
+    """What ``compute`` returns: the measured values (labelled; no bare tuples), what the source states, and where
+    the evidence is."""
+
+    values: dict[str, Any]
+    expected: dict[str, Any]
+    evidence: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Decision:
+    """What ``decide`` returns.  ``readings`` maps a reading of an ambiguous statement to
+    ``{"verdict": ..., "finding": ...}``; the claim's own verdict is the one under the reading it names."""
+
+    verdict: str
+    summary: str
+    correction: str | None = None
+    readings: dict[str, dict[str, str]] | None = None
+
+    def __post_init__(self):
+        for v in [self.verdict] + [r["verdict"] for r in (self.readings or {}).values()]:
+            if v not in VERDICTS:
+                raise ValueError(f"verdict {v!r} is not one of {VERDICTS}")
+
+
+@dataclass
 class ClaimResult:
     verdict: str
     summary: str                      # what the computation found, from computed values
-    values: dict[str, Any]            # what was computed
+    values: dict[str, Any]            # what was computed (JSON form)
     expected: dict[str, Any]          # what the source states (its words, as numbers where it gives numbers)
     evidence: dict[str, Any] = field(default_factory=dict)   # test module, figure file, counterexample file
     correction: str | None = None
+    readings: dict[str, dict[str, str]] | None = None
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -37,8 +70,8 @@ class ClaimResult:
 
 @dataclass
 class Context:
-    """What a check may use: the profile, its declared sizes at that profile, a directory for counterexample files,
-    and the figure files built this run."""
+    """What a check may use: the profile, its declared sizes at that profile, the output root (laid out like the
+    repository) for counterexample files, and the figure files built this run."""
 
     profile: Profile
     out_dir: Path
@@ -50,37 +83,49 @@ class Context:
         return self.profile.name == "full"
 
     def save_counterexample(self, name: str, trace) -> str:
+        """Save ``trace`` as ``paper_check/counterexamples/<name>.npz`` under the output root; returns that path
+        (relative to the root, so the report does not depend on where it was written)."""
         from kvcore.traces import save_trace
 
-        d = self.out_dir / "counterexamples"
-        d.mkdir(parents=True, exist_ok=True)
-        save_trace(trace, d / f"{name}.npz")
-        # relative to the report's directory, so the report does not depend on where it was written
-        return f"counterexamples/{name}.npz"
+        rel = f"paper_check/counterexamples/{name}.npz"
+        (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)
+        save_trace(trace, self.out_dir / rel)
+        return rel
 
 
-@dataclass(frozen=True)
+Flip = tuple[Callable[[dict], dict], str]          # (edit of the values, the verdict it must produce)
+
+
+@dataclass
 class Claim:
     id: str
     source: str
     claim: str
-    check: Callable[[Context], ClaimResult]
+    compute: Callable[[Context], Computed]
     sizes: dict[str, tuple[Any, Any]] = field(default_factory=dict)   # name -> (quick, full)
+    decide: Callable[[dict, dict], Decision] | None = None
+    flips: dict[str, Flip] = field(default_factory=dict)
 
     def sizes_at(self, profile: Profile) -> dict[str, Any]:
         return {name: pair[1 if profile.name == "full" else 0] for name, pair in self.sizes.items()}
 
     def run(self, ctx: Context) -> ClaimResult:
-        return self.check(dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile)))
+        if self.decide is None:
+            raise TypeError(f"claim {self.id!r} has no decide function (register one with @decides)")
+        c = self.compute(dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile)))
+        values, expected = to_jsonable(c.values), to_jsonable(c.expected)
+        d = self.decide(values, expected)
+        return ClaimResult(d.verdict, d.summary, values, expected, to_jsonable(c.evidence), d.correction,
+                           d.readings)
 
 
 CLAIMS: dict[str, Claim] = {}
 
 
 def claim(claim_id: str, source: str, text: str, sizes: dict[str, tuple[Any, Any]] | None = None):
-    """Decorator registering ``check(ctx) -> ClaimResult`` under a fixed SPEC id, with its sizes per profile."""
+    """Decorator registering ``compute(ctx) -> Computed`` under a fixed SPEC id, with its sizes per profile."""
 
-    def deco(fn: Callable[[Context], ClaimResult]):
+    def deco(fn: Callable[[Context], Computed]):
         if claim_id in CLAIMS:
             raise ValueError(f"claim {claim_id!r} registered twice")
         for name, pair in (sizes or {}).items():
@@ -90,6 +135,44 @@ def claim(claim_id: str, source: str, text: str, sizes: dict[str, tuple[Any, Any
         return fn
 
     return deco
+
+
+def decides(claim_id: str, flips: dict[str, Flip]):
+    """Decorator registering ``decide(values, expected) -> Decision`` for an already registered claim, with at least
+    one flip: ``{"what changes": (edit, verdict)}``, where ``edit(values) -> values`` is applied to a deep copy."""
+
+    def deco(fn: Callable[[dict, dict], Decision]):
+        c = CLAIMS.get(claim_id)
+        if c is None:
+            raise ValueError(f"decides({claim_id!r}): register its compute with @claim first")
+        if c.decide is not None:
+            raise ValueError(f"claim {claim_id!r} has two decide functions")
+        if not flips:
+            raise ValueError(f"claim {claim_id!r}: a decision needs at least one flip (VERDICTS.md, rule 2)")
+        c.decide, c.flips = fn, dict(flips)
+        return fn
+
+    return deco
+
+
+def edit(values: dict, path: str, new: Any) -> dict:
+    """A copy of ``values`` with the entry at ``path`` (keys joined by ``/``; list indices as numbers) replaced by
+    ``new``, or by ``new(old)`` when ``new`` is callable -- the building block of flips."""
+    out = copy.deepcopy(values)
+    *head, last = path.split("/")
+    node = out
+    for key in head:
+        node = node[int(key)] if isinstance(node, list) else node[key]
+    key = int(last) if isinstance(node, list) else last
+    node[key] = new(node[key]) if callable(new) else new
+    return out
+
+
+def fmt(x: Any, digits: int = 4) -> str:
+    """A number for a sentence: ``g`` format with ``digits`` significant digits; infinities as 'inf'."""
+    if isinstance(x, str):
+        return x
+    return f"{float(x):.{digits}g}"
 
 
 def dumps(x: Any) -> str:

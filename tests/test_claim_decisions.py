@@ -1,0 +1,61 @@
+"""Every claim's verdict is computed from its values and reacts to them (``VERDICTS.md``, rules 1 and 2).
+
+For each claim: its ``decide`` reproduces the committed verdict from the committed values (``paper_check/ledger.json``),
+and each registered flip -- an edit of those values on the other side of the line the decision's docstring names --
+changes the verdict to the stated one.  A claim whose decision is replaced by a literal verdict fails here, and one
+whose computation is replaced by literals changes the locked values (``tests/test_paper_check_run.py``).  Fast: no
+experiment runs, only the decisions.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from paper_check.report import load_ledger
+from theorems.claims import CLAIMS, VERDICTS, Decision
+
+LEDGER = load_ledger()
+FLIPS = [(cid, name) for cid, c in CLAIMS.items() for name in c.flips]
+
+
+def test_every_claim_has_a_decision_with_a_docstring_and_a_flip():
+    for cid, c in CLAIMS.items():
+        assert c.decide is not None, f"{cid}: no decide function"
+        assert (c.decide.__doc__ or "").strip(), f"{cid}: decide must say what flips it"
+        assert c.flips, f"{cid}: no flip registered"
+
+
+def test_every_claim_is_in_the_ledger_with_values():
+    assert set(LEDGER) == set(CLAIMS)
+    for cid, entry in LEDGER.items():
+        assert entry["verdict"] in VERDICTS and "values" in entry and "expected" in entry, cid
+        assert entry.get("full_verdict") in VERDICTS, f"{cid}: the full profile's verdict is not in the ledger"
+
+
+@pytest.mark.parametrize("cid", list(CLAIMS))
+def test_decision_reproduces_the_committed_verdict(cid):
+    entry = LEDGER[cid]
+    d = CLAIMS[cid].decide(copy.deepcopy(entry["values"]), entry["expected"])
+    assert isinstance(d, Decision) and d.verdict == entry["verdict"], (cid, d.verdict, entry["verdict"])
+    assert d.summary and (d.correction is not None) == (d.verdict == "holds-with-correction"), cid
+
+
+@pytest.mark.parametrize("cid,flip", FLIPS, ids=[f"{c}: {f}" for c, f in FLIPS])
+def test_a_flip_changes_the_verdict(cid, flip):
+    entry = LEDGER[cid]
+    edit, want = CLAIMS[cid].flips[flip]
+    assert want != entry["verdict"], f"{cid}: the flip {flip!r} must lead to another verdict"
+    got = CLAIMS[cid].decide(edit(copy.deepcopy(entry["values"])), entry["expected"]).verdict
+    assert got == want, f"{cid}: flip {flip!r} gave {got!r}, expected {want!r}"
+
+
+def test_a_hard_wired_decision_is_caught():
+    """Replace one decision by a literal verdict (the audit's hard-wired claim): its flips no longer flip."""
+    cid = "lfu-unbounded"
+    entry, c = LEDGER[cid], CLAIMS[cid]
+    hard_wired = lambda values, expected: Decision(entry["verdict"], "LFU is unbounded.")  # noqa: E731
+    flipped = [hard_wired(edit(copy.deepcopy(entry["values"])), entry["expected"]).verdict == want
+               for edit, want in c.flips.values()]
+    assert not any(flipped)
