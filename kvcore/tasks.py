@@ -14,8 +14,9 @@ Where the tasks run (:class:`TaskPool`, or the one-shot :func:`map_tasks`):
   project like this process does and must see the same paths for any file a task names.
 
 Worker loss: each result is fetched as soon as its task finishes and kept here, so finished work survives a worker
-that dies; the scheduler re-runs the tasks that were on it (up to ``retries`` times, after which the study stops
-with the error).  A task that *raises* is also retried ``retries`` times (a transient failure such as memory
+that dies; the scheduler re-runs the tasks that were on it (up to ``retries`` times on a local cluster, after which
+the study stops with :class:`WorkerLost`; an existing cluster's scheduler applies its own
+``distributed.scheduler.allowed-failures``, 3 by default).  A task that *raises* is also retried ``retries`` times (a transient failure such as memory
 exhaustion can pass); a deterministic error raises the same exception again and is reported as it is.
 
 Progress goes to stderr: a self-rewriting line on a terminal; otherwise a line at the first result and one per
