@@ -18,7 +18,8 @@ Sections (all measured in this one run, in this order):
   nm         every registered NM policy through the plain engine on a 20,000-step attention trace, 32 nonzeros per
              row, k = 1024;
   optima     rm_opt at T = 1e5 and 1e6 (k = 1000, costs 1..8) and nm_opt at T = 5,000/k = 256 and T = 20,000/k = 1024,
-             each in a fresh process (its time and its peak RSS, VmHWM; see bench/optimum_child.py).
+             each in a fresh process (its time and its peak RSS, VmHWM; see bench/optimum_child.py), with the exact
+             network simplex and with the pre-exact HiGHS path (``baseline``), and their ratios.
 ``--quick`` shrinks every size for a smoke run.  A policy whose full run would take over ``--policy-budget`` seconds
 (projected from a 2% prefix) is measured on the longest prefix that fits, and the row says so.
 """
@@ -240,22 +241,32 @@ def section_nm(steps: int, k: int, budget: float, seed: int) -> dict:
     return {"T": steps, "k": k, "nnz": int(trace.nnz), "rows": rows}
 
 
-def run_optimum(model: str, steps: int, k: int, seed: int, timeout: float) -> dict:
-    cmd = [sys.executable, "-m", "bench.optimum_child", model, str(steps), str(k), str(seed)]
+def run_optimum(model: str, steps: int, k: int, seed: int, timeout: float, solver: str) -> dict:
+    cmd = [sys.executable, "-m", "bench.optimum_child", model, str(steps), str(k), str(seed), solver]
     root = Path(__file__).resolve().parent.parent
+    failed = {"model": model, "T": steps, "capacity": k, "solver": solver}
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
     except subprocess.TimeoutExpired:
-        return {"model": model, "T": steps, "capacity": k, "error": f"over the {timeout:.0f} s limit"}
+        return dict(failed, error=f"over the {timeout:.0f} s limit")
     if done.returncode != 0:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"model": model, "T": steps, "capacity": k, "error": last}
+        return dict(failed, error=last)
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 def section_optima(cfg: dict, seed: int, timeout: float) -> dict:
-    rows = [run_optimum("rm", T, k, seed, timeout) for T, k in cfg["rm_opt"]]
-    rows += [run_optimum("nm", T, k, seed, timeout) for T, k in cfg["nm_opt"]]
+    """Each size with the default exact solver and with the pre-exact HiGHS path (``baseline``, see
+    bench/optimum_child.py), one after the other in this run; ``speedup`` = baseline seconds / ours."""
+    sizes = [("rm", T, k) for T, k in cfg["rm_opt"]] + [("nm", T, k) for T, k in cfg["nm_opt"]]
+    rows = []
+    for model, T, k in sizes:
+        ours = run_optimum(model, T, k, seed, timeout, "netsimplex")
+        base = run_optimum(model, T, k, seed, timeout, "baseline")
+        if "seconds" in ours and "seconds" in base:
+            ours.update(speedup=base["seconds"] / ours["seconds"], cpu_speedup=base["cpu_seconds"] / ours["cpu_seconds"],
+                        same_cost=ours["cost"] == base["cost"], memory_ratio=ours["peak_rss_mb"] / base["peak_rss_mb"])
+        rows += [ours, base]
     idle = subprocess.run([sys.executable, "-c", "import bench.workloads, kvcore.optima; "
                            "from bench.optimum_child import peak_rss_mb; print(peak_rss_mb())"],
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parent.parent)
@@ -367,9 +378,13 @@ def print_report(rep: dict) -> None:
             if "error" in r:
                 print(f"{head}  error: {r['error']}")
                 continue
-            print(f"{head}  {r['seconds']:8.2f} s  ({r['seconds'] / base['seconds']:7.1f} x base)  peak RSS "
-                  f"{r['peak_rss_mb']:7.0f} MB (after building the trace: {r['rss_before_mb']:.0f} MB)  "
-                  f"cost {r['cost']:.6g}")
+            print(f"{head} {r['solver']:10} {r['seconds']:8.2f} s (CPU {r['cpu_seconds']:7.2f} s, "
+                  f"{r['seconds'] / base['seconds']:7.1f} x base)  "
+                  f"peak RSS {r['peak_rss_mb']:7.0f} MB (after building the trace: {r['rss_before_mb']:.0f} MB)  "
+                  f"cost {r['cost']:.10g}" + (" certified" if r.get("certified") else ""))
+            if "speedup" in r:
+                print(f"{'':30}baseline/ours: wall time {r['speedup']:.1f}x, CPU time {r['cpu_speedup']:.1f}x, "
+                      f"peak RSS {1 / r['memory_ratio']:.1f}x, same cost: {r['same_cost']}")
 
 
 def main(argv: list[str] | None = None) -> int:

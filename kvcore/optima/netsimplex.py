@@ -178,47 +178,53 @@ def _network_simplex(tail, head, cost, cap, flow, tree_arc, block, max_pivots, p
         else:
             first = head[ein]
             second = tail[ein]
-        # -- apex of the cycle
+        # -- apex of the cycle and leaving arc in one climb.  Flow goes down from the apex to first and up from
+        # second to the apex.  Cunningham's rule (the last blocking arc from the apex in the flow's direction): on
+        # the second side the highest arc of least residual capacity, else the entering arc if it blocks as much as
+        # the first side, else the first side's lowest arc of least residual capacity.
+        d1 = drift_limit
+        u1 = -1
+        d2 = drift_limit
+        u2 = -1
         u = first
         v = second
         while u != v:
             if size[u] < size[v]:
+                e = pred[u]
+                if e >= m:
+                    d = np.int64(0)
+                elif up[u] == 1:
+                    d = flow[e]
+                else:
+                    d = cap[e] - flow[e]
+                if d < d1:
+                    d1 = d
+                    u1 = u
                 u = parent[u]
             else:
+                e = pred[v]
+                if e >= m:
+                    d = drift_limit  # an artificial arc never blocks flow towards the root
+                elif up[v] == 1:
+                    d = cap[e] - flow[e]
+                else:
+                    d = flow[e]
+                if d <= d2:
+                    d2 = d
+                    u2 = v
                 v = parent[v]
         join = u
-        # -- leaving arc (Cunningham): flow goes down from the apex to first and up from second to the apex
         delta = cap[ein]
         u_out = -1
         side = 0
-        u = first
-        while u != join:
-            e = pred[u]
-            if e >= m:
-                d = np.int64(0)
-            elif up[u] == 1:
-                d = flow[e]
-            else:
-                d = cap[e] - flow[e]
-            if d < delta:
-                delta = d
-                u_out = u
-                side = 1
-            u = parent[u]
-        u = second
-        while u != join:
-            e = pred[u]
-            if e >= m:
-                d = drift_limit  # unbounded artificial arc, never blocking in this direction
-            elif up[u] == 1:
-                d = cap[e] - flow[e]
-            else:
-                d = flow[e]
-            if d <= delta:
-                delta = d
-                u_out = u
-                side = 2
-            u = parent[u]
+        if d1 < delta:
+            delta = d1
+            u_out = u1
+            side = 1
+        if d2 <= delta and u2 >= 0:
+            delta = d2
+            u_out = u2
+            side = 2
         if delta > 0:
             flow[ein] += delta if state[ein] == AT_LOWER else -delta
             u = first
