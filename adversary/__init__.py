@@ -18,7 +18,7 @@ from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_a
                             decoy_and_sleeper_rm_blocks, decoy_and_sleeper_roles)
 from .lfu_priming import lfu_priming, lfu_priming_attention, lfu_priming_attention_targets
 from .lower_bounds import (adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, marking_phases,
-                           phase_starts, uniform_k_plus_one)
+                           phase_starts, two_new_per_phase, uniform_k_plus_one)
 from .persistence import (attention_sinks, enforce_chain_persistence, enforce_persistence, heavy_union_size, idle_token_spike,
                           observed_union_max, persistence_holds, persistence_violations, persistent_attention,
                           stationary_zipf_trace, tail_mass, tail_mass_per_step, zipf_focus_attention, zipf_weights)
@@ -31,7 +31,7 @@ __all__ = [
     "CONSTRUCTIONS", "Construction", "construction", "constructions", "future_mass_counterexample",
     "position_cost_counterexample", "thm4_nm_counterexample", "unrequested_refresh_counterexample",
     "varying_cost_counterexample", "enforce_chain_persistence", "observed_union_max", "stationary_zipf_trace",
-    "tie_targeted_trace", "attention_sinks", "paused_sinks", "adversarial_and_benign", "broad_and_sharp", "dirichlet_attention", "sink_workloads",
+    "tie_targeted_trace", "two_new_per_phase", "attention_sinks", "paused_sinks", "adversarial_and_benign", "broad_and_sharp", "dirichlet_attention", "sink_workloads",
     "two_entry_traces",
     "BlockWorkload", "BlockWorkloadParams", "block_capacity", "decode_block", "encode_block",
     "generate_block_workload",

@@ -14,7 +14,8 @@ from typing import Any, Callable
 
 from .decoy_sleeper import decoy_and_sleeper
 from .lfu_priming import lfu_priming
-from .lower_bounds import adaptive_k_plus_one, cyclic_k_plus_one, uniform_k_plus_one
+from .lower_bounds import adaptive_k_plus_one, cyclic_k_plus_one, two_new_per_phase, uniform_k_plus_one
+from .topics import topic_shift
 
 
 @dataclass(frozen=True)
@@ -62,6 +63,12 @@ def _uniform(k, make):
     return uniform_k_plus_one(k, 20 * (k + 1), seed=0)
 
 
+@construction("two new items per phase", "rm", "Marking's worst case, ratio -> 2H_k - 1 (Achlioptas, Chrobak & "
+              "Noga, TCS 2000)")
+def _two_new(k, make):
+    return two_new_per_phase(max(k, 2), 20, seed=0)
+
+
 @construction("LFU priming m=k^2", "rm", "Borodin & El-Yaniv 1998: LFU is not competitive")
 def _lfu(k, make):
     return lfu_priming(k, k * k)
@@ -70,3 +77,13 @@ def _lfu(k, make):
 @construction("decoy-and-sleeper", "nm", "paper Theorem 2 (filler-first order)")
 def _decoy(k, make):
     return [decoy_and_sleeper(k, 0.01, L) for L in (8 * k, 16 * k)]
+
+
+@construction("topic shift, no tail", "nm", "paper Section 5 (topic shifts); stale accumulated attention")
+def _topic_shift(k, make):
+    # all of every row's mass on the current topic's (k-1)//2 heavy tokens, uniformly: no light tail to hide a loss
+    # behind, and two topics fit the window's union (k - 1) -- a policy ranking tokens by accumulated attention
+    # keeps the old topic's tokens and drops the new one's
+    L = 4 * k
+    return [topic_shift(n * L, L, max(1, (k - 1) // 2), zipf_s=0.0, sinks=0, sink_mass=0.0, self_mass=0.0,
+                        seed=0).trace for n in (4, 8)]

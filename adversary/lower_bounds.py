@@ -156,3 +156,38 @@ def marking_phases(k: int, phases: int, new_per_phase: int, seed: int | np.rando
         prev = cur_new + stale
     return PagingTrace.unit(np.asarray(seq, dtype=np.int64),
                             f"marking_phases(k={k}, phases={phases}, new={new}, n_items={n_items})")
+
+
+def two_new_per_phase(k: int, phases: int, seed: int | np.random.Generator | None = 0) -> PagingTrace:
+    """``phases`` k-phases over ``k + 2`` items, each after the first opening with two items the previous phase did
+    not request, then ``k - 2`` of its items in random order (k >= 2).
+
+    Marking pays ``k`` in phase 1 and exactly ``2 + 2 (H_k - H_2) = 2H_k - 1`` in every later phase: the two new
+    items fault, and each of the ``k - 2`` stale items is missing with probability 2/u when u unmarked items are
+    left.  The optimum pays at most ``phases + k``: ``k`` in phase 1, two cold misses in phase 2, and from phase 3 on
+    it enters each phase holding the item that opens it and every item the phase reuses, so it faults once, on the
+    second opening item, evicting the first (which the next phase leaves out).  The item it parks for the next
+    phase is an item of this phase that the next phase leaves out.  So Marking's ratio tends to ``2H_k - 1``, its
+    exact competitive ratio (Achlioptas, Chrobak & Noga, TCS 2000).
+    """
+    k = check_int(k, "k", 2)
+    phases = check_int(phases, "phases", 1)
+    rng = make_rng(seed)
+    universe = set(range(k + 2))
+    phase = list(range(k))
+    seq = list(phase)
+    parked, evicted = k, None  # what the optimum holds for the next phase, and what it dropped in this one
+    for _ in range(phases - 1):
+        opening = sorted(universe - set(phase))
+        second = opening[1] if opening[0] == parked else opening[0]
+        if evicted is None:
+            left_out = [int(x) for x in rng.choice(phase, size=2, replace=False)]
+        else:
+            others = [x for x in phase if x != evicted]
+            left_out = [evicted, int(others[int(rng.integers(len(others)))])]
+        stale = [x for x in phase if x not in left_out]
+        stale = [stale[i] for i in rng.permutation(len(stale))]
+        phase = [parked, second] + stale
+        seq.extend(phase)
+        evicted, parked = parked, left_out[1]
+    return PagingTrace.unit(np.asarray(seq, dtype=np.int64), f"two_new_per_phase(k={k}, phases={phases})")

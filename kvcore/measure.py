@@ -93,6 +93,7 @@ class Measurement:
     opt_cost: float
     opt_misses: int | None = None
     opt: OptResult | None = None
+    evictions: list[tuple[int, int]] | None = None    # the first run's schedule, with record=True
 
     @property
     def cost(self) -> float:
@@ -147,12 +148,13 @@ class Measurement:
 
 def measure(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | None = None, *, model: str = "rm",
             seeds: Iterable[int] = range(16), theta: float = 0.1, opt: OptResult | float | None = None,
-            with_opt: bool = True) -> Measurement:
+            with_opt: bool = True, record: bool = False) -> Measurement:
     """Run ``policy`` with cache ``k`` on ``trace`` in ``model`` and compare with the exact optimum with cache ``h``.
 
     A deterministic policy (``policy.deterministic`` true or absent) runs once, with the first seed; a randomized
     one once per seed.  ``opt`` may be passed when the caller already has the optimum for this trace and ``h``
     (an :class:`~kvcore.optima.OptResult` or its cost); ``with_opt=False`` skips it (``opt_cost`` is then NaN).
+    ``record=True`` keeps the first run's eviction schedule (``evictions``; the checked engine, no kernel).
     """
     require_trace(trace, "trace")
     k = check_capacity(k, "k")
@@ -169,11 +171,13 @@ def measure(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | N
         raise ParameterError("seeds: at least one seed is needed")
     if deterministic:
         seeds = seeds[:1]
-    costs, misses = [], []
+    costs, misses, evictions = [], [], None
     for i, s in enumerate(seeds):
-        res = run(first if i == 0 else make(), trace, k, model, seed=s, theta=theta)
+        res = run(first if i == 0 else make(), trace, k, model, seed=s, theta=theta, record=record and i == 0)
         costs.append(float(res.cost))
         misses.append(int(res.misses))
+        if i == 0 and record:
+            evictions = res.evictions
     opt_res = None
     if isinstance(opt, OptResult):
         opt_res, opt_cost, opt_misses = opt, float(opt.cost), opt.misses
@@ -185,7 +189,7 @@ def measure(policy: Any, trace: PagingTrace | AttentionTrace, k: int, h: int | N
     else:
         opt_cost, opt_misses = math.nan, None
     return Measurement(policy_name(first), model, k, h, deterministic, seeds, tuple(costs), tuple(misses),
-                       opt_cost, opt_misses, opt_res)
+                       opt_cost, opt_misses, opt_res, evictions)
 
 
 def schedule_regret(trace: AttentionTrace, evictions: Iterable[tuple[int, int]], tokens: range | None = None,

@@ -186,7 +186,6 @@ def profile_trace(trace: AttentionTrace, p: StudyParams) -> dict:
 def solve_trace(trace: AttentionTrace, k: int, p: StudyParams, needles: Needles) -> tuple[dict, dict]:
     """One (trace, budget) solve (module docstring): ``(result, seconds)``; seconds per part, kept apart so the
     result is the same wherever it ran."""
-    from kvcore.engine import run
     from kvcore.measure import measure
     from kvcore.optima import optimum
     from policies import all_policies, make
@@ -200,13 +199,13 @@ def solve_trace(trace: AttentionTrace, k: int, p: StudyParams, needles: Needles)
     if needles.spans:
         out["needles"]["OPT"] = needle_retention(trace, opt.evictions, needles)
     for info in all_policies("nm"):
-        m = measure(partial(make, info.name), trace, k, model="nm", seeds=range(p.seeds), opt=opt)
+        m = measure(partial(make, info.name), trace, k, model="nm", seeds=range(p.seeds), opt=opt,
+                    record=bool(needles.spans))
         mean, low, high = m.ci
         out["policies"][info.name] = {"regret": mean, "ci_low": low, "ci_high": high, "runs": len(m.costs),
                                       "gap": m.tracking_gap, "gap_per_step": m.tracking_gap / T}
-        if needles.spans:  # measure keeps no schedule: replay the first seed with the schedule recorded
-            rec = run(make(info.name), trace, k, model="nm", seed=0, record=True)
-            out["needles"][info.name] = needle_retention(trace, rec.evictions, needles)
+        if needles.spans:  # the first seed's schedule
+            out["needles"][info.name] = needle_retention(trace, m.evictions, needles)
     clock.lap("policies")
     for W in p.windows:
         thm = an.theorem4_check(trace, k, p.rho, W, opt_regret=float(opt.cost))

@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import policies
-from adversary.lower_bounds import cyclic_k_plus_one, marking_phases, uniform_k_plus_one
+from adversary.lower_bounds import cyclic_k_plus_one, marking_phases, two_new_per_phase, uniform_k_plus_one
 from kvcore.engine import RMSimulator
 from kvcore.formulas import harmonic
 from kvcore.measure import mean_ci, measure
@@ -38,7 +38,6 @@ from tests.hk_reference import (
     lowest_priority_configuration,
     marking_exact_cost,
     online_min_exact,
-    two_new_per_phase,
 )
 
 NAME = "OnlineMin"

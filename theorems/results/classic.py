@@ -15,7 +15,7 @@ import numpy as np
 
 import policies
 from adversary import (adaptive_k_plus_one, cyclic_k_plus_one, lfu_priming, marking_phases, phase_starts,
-                       uniform_k_plus_one)
+                       two_new_per_phase, uniform_k_plus_one)
 from kvcore.engine import run
 from kvcore.formulas import GUARANTEES, harmonic, landlord_bound
 from kvcore.measure import mean_ci, measure, ratio, within
@@ -158,16 +158,18 @@ def cyclic_table(ks=(2, 3, 4, 8), T_cycles: int = 200) -> Table:
 
 def marking_table(ks=(2, 3, 4, 8), phases: int = 60, seeds: int = 16, names=None) -> Table:
     """Every randomized policy's expected cost against its declared bound (default: every randomized RM policy
-    declaring one -- Marking's ``2H_k - 1``, FKLMSY 1991 / Achlioptas, Chrobak & Noga 2000; the paper states
-    ``2H_k``) on marking-phase sequences with 1 and k new items per phase and on uniform k+1 sequences; mean over
-    seeds with a 95% interval."""
+    declaring one -- Marking's ``2H_k - 1``, FKLMSY 1991 / Achlioptas, Chrobak & Noga 2000, the paper states
+    ``2H_k``; OnlineMin's ``H_k``) on marking-phase sequences with 1 and k new items per phase, uniform k+1
+    sequences, and the two-new-items-per-phase family on which Marking tends to ``2H_k - 1``
+    (:func:`adversary.two_new_per_phase`, k >= 2); mean over seeds with a 95% interval."""
     table = Table("eq9-marking", "E[ALG] <= its declared randomized bound, e.g. (2H_k - 1) OPT for Marking (paper "
                   "Eq. 9 states 2H_k)")
     names = randomized_guarantee_policies() if names is None else list(names)
     for k in ks:
         work = {"phases new=1": marking_phases(k, phases, 1, seed=k, n_items=k + 1),
                 f"phases new={k}": marking_phases(k, phases, k, seed=k),
-                "uniform k+1": uniform_k_plus_one(k, phases * k, seed=k)}
+                "uniform k+1": uniform_k_plus_one(k, phases * k, seed=k),
+                "two new per phase": two_new_per_phase(k, phases, seed=k)}
         for wname, tr in work.items():
             for name in names:
                 bound = GUARANTEES[policies.get(name).guarantee].value(k)
