@@ -1,6 +1,7 @@
 """Exact offline optima (SPEC section 3) against independent references.
 
-* ``rm_opt`` / ``nm_opt`` (both flow backends) equal the literal exhaustive DPs ``brute_rm`` / ``brute_nm``;
+* ``rm_opt`` / ``nm_opt`` (every flow backend: netsimplex, highs, networkx) equal the literal exhaustive DPs
+  ``brute_rm`` / ``brute_nm``, and say so with ``certified``;
 * ``belady`` equals ``rm_opt`` on unit-cost single-request traces;
 * every recorded schedule is replayed through the engine (:class:`kvcore.engine.RMSimulator` /
   :class:`~kvcore.engine.NMSimulator`, which enforce capacity and the no-refetch rule) and costs what was reported;
@@ -21,11 +22,11 @@ from hypothesis import strategies as st
 
 from kvcore.engine import NMSimulator, RMSimulator
 from kvcore.errors import ParameterError
-from kvcore.optima import (OptResult, belady, brute_nm, brute_rm, future_mass_heuristic, nm_opt, optimum,
+from kvcore.optima import (OptResult, belady, brute_nm, brute_rm, future_mass_heuristic, mincost, nm_opt, optimum,
                            rm_opt)
 from kvcore.traces import AttentionTrace, PagingTrace, recompute_weights, rm_requests_from_attention
 
-SOLVERS = ("highs", "networkx")
+SOLVERS = mincost.SOLVERS
 
 
 class ScheduledEvictions:
@@ -123,7 +124,7 @@ def test_rm_opt_equals_brute_force(solver, inst):
     res = rm_opt(trace, h, solver=solver, record=True)
     assert res.cost == ref.cost
     assert replay_rm(trace, res) == res.cost
-    assert res.gap_bound <= 1e-9
+    assert res.certified and res.gap_bound <= 1e-9
 
 
 @pytest.mark.parametrize("solver", SOLVERS)
@@ -132,7 +133,7 @@ def test_nm_opt_equals_brute_force(solver, inst):
     trace, h = inst
     ref = brute_nm(trace, h)
     res = nm_opt(trace, h, solver=solver, record=True)
-    assert res.cost == ref.cost
+    assert res.cost == ref.cost and res.certified
     assert replay_nm(trace, res) == res.cost
     assert res.unattributed == pytest.approx(trace.residual.sum())
 
@@ -173,9 +174,22 @@ def test_flow_backends_agree_on_a_medium_trace():
     steps = [rng.choice(30, size=rng.integers(1, 4), replace=False).tolist() for _ in range(300)]
     costs = [(rng.integers(1, 17, size=len(q)) / 8).tolist() for q in steps]
     trace = PagingTrace.from_steps(steps, costs)
-    a, b = rm_opt(trace, 8, solver="highs", record=True), rm_opt(trace, 8, solver="networkx", record=True)
-    assert a.cost == b.cost
-    assert replay_rm(trace, a) == a.cost and replay_rm(trace, b) == b.cost
+    results = [rm_opt(trace, 8, solver=s, record=True) for s in SOLVERS]
+    assert len({r.cost for r in results}) == 1
+    assert all(r.certified and replay_rm(trace, r) == r.cost for r in results)
+
+
+def test_flow_backends_agree_on_a_medium_attention_trace():
+    """Generic float weights (not dyadic): exact integers of ~60-80 bits, so the network simplex rounds, verifies in
+    exact arithmetic and refines; all three backends must return the same schedule cost."""
+    rng = np.random.default_rng(11)
+    T = 120
+    a = np.tril(rng.exponential(size=(T, T)) * (rng.random((T, T)) < 0.2))
+    np.fill_diagonal(a, 1.0)
+    trace = AttentionTrace.from_dense(a / a.sum(axis=1, keepdims=True))
+    results = [nm_opt(trace, 6, solver=s, record=True) for s in SOLVERS]
+    assert len({r.cost for r in results}) == 1
+    assert all(r.certified and replay_nm(trace, r) == pytest.approx(r.cost, rel=1e-12) for r in results)
 
 
 # -- the dispatcher -----------------------------------------------------------------------------------------------

@@ -23,12 +23,14 @@ The method (Dantzig's primal network simplex as presented by Ahuja, Magnanti & O
   are scanned cyclically in blocks of ``block`` arcs and the most negative ``state * rc`` of the first block that
   has one enters;
 * tree storage: parent, tree arc and its orientation, preorder ``thread`` (doubly linked), subtree ``size`` and the
-  last node of each subtree in preorder.  The apex of the cycle is found by climbing from the smaller subtree; the
-  moving subtree is re-rooted by splicing the preorder segments along its stem, so only the stem and the two paths
-  to the apex are touched, and the potentials are shifted on whichever side of the cut is smaller.
+  last node of each subtree in preorder.  The apex of the cycle is found by climbing from the smaller subtree, and
+  the same climb finds the leaving arc; the moving subtree is re-rooted by splicing the preorder segments along its
+  stem, so only the stem and the two paths to the apex are touched, and the potentials are shifted on whichever side
+  of the cut is smaller (their common offset is re-zeroed if it drifts past ``2**60``).
 
-Measured (module :mod:`kvcore.optima.mincost` has the comparison with HiGHS): 25-80 ns per arc scanned and tree node
-touched.  Without numba the same function runs as plain Python, only for small networks (the tests check both).
+Measured on the NM optimum at T = 20,000 / h = 1,024 (module :mod:`kvcore.optima.mincost` has the comparison with
+HiGHS): 1.26 M pivots, each scanning ~400 arcs, climbing ~450 tree nodes and shifting ~350 potentials, ~7 us per
+pivot.  Without numba the same function runs as plain Python, only for small networks (the tests check both).
 """
 
 from __future__ import annotations
