@@ -301,28 +301,16 @@ def cmd_claim(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# fuzz
+# commands that live with their packages: fuzz (theorems.fuzz_cli), capture and press (realtrace)
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def cmd_fuzz(args) -> int:
-    from kvcore.engine import check_capacity
-    from theorems.fuzz import format_report, fuzz_policy
-
-    k = check_capacity(args.capacity, "--capacity")
-    if args.examples < 1:
-        raise ParameterError(f"--examples {args.examples}: must be at least 1")
-    if args.seconds <= 0:
-        raise ParameterError(f"--seconds {args.seconds}: must be positive")
-    rep = fuzz_policy(args.target, k, args.model, args.examples, args.seconds, args.seed, args.out)
-    print(json.dumps(rep.as_dict(), sort_keys=True) if args.json else format_report(rep))
-    return 1 if rep.violation or rep.contract_violation else 0
-
-
-def cmd_capture(args) -> int:
-    from realtrace.capture import main as capture_main
-
-    return capture_main(args.args, prog="paper_check capture")
+def _mounted(sub, name: str, module, text: str) -> None:
+    """Mount a subcommand whose options and runner live in ``module`` (``add_arguments(parser)``, ``run(args,
+    prog)``), so ``python -m paper_check NAME`` and the package's own command line are one code path."""
+    sp = sub.add_parser(name, help=text)
+    module.add_arguments(sp)
+    sp.set_defaults(func=lambda args: module.run(args, prog=f"paper_check {name}"))
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -377,21 +365,14 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_simulate)
 
-    fz = sub.add_parser("fuzz", help="search for traces on which a policy exceeds its competitive bound")
-    fz.add_argument("target", help="registered policy name, or module:Class importable from the current directory")
-    fz.add_argument("--capacity", "-k", type=int, required=True, help="cache size k")
-    fz.add_argument("--model", choices=("rm", "nm"), default="rm", help="cost model (default rm)")
-    fz.add_argument("--examples", type=int, default=300, help="targeted-search examples (default 300)")
-    fz.add_argument("--seconds", type=float, default=60.0, help="time budget for the search (default 60)")
-    fz.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
-    fz.add_argument("--out", default=".", help="directory for the counterexample trace file (default .)")
-    fz.add_argument("--json", action="store_true", help="print one JSON object")
-    fz.set_defaults(func=cmd_fuzz)
+    from realtrace import capture, press
+    from theorems import fuzz_cli
 
-    cap = sub.add_parser("capture", add_help=False, help="capture real attention traces (needs the [real] extra; "
-                         "'capture --help' lists its options)")
-    cap.add_argument("args", nargs=argparse.REMAINDER)
-    cap.set_defaults(func=cmd_capture)
+    _mounted(sub, "fuzz", fuzz_cli, "search for traces on which a policy breaks its promised bound (user policies "
+                                    "run isolated in a child process)")
+    _mounted(sub, "capture", capture, "capture real attention traces (the model run needs the [real] extra)")
+    _mounted(sub, "press", press, "a kvpress press against the exact NM optimum (needs the [real] and [kvpress] "
+                                  "extras)")
 
     pol = sub.add_parser("policies", help="list the policy registry")
     pol.add_argument("--json", action="store_true", help="print JSON")

@@ -1,0 +1,169 @@
+"""Every command a user types, through the real command line: each subcommand's --help, and the bad inputs of issue 14
+-- each must give one line on stderr and exit 2 (or a correct result), never a traceback, and Ctrl-C must exit 130
+and leave every output as it was."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kvcore.traces import AttentionTrace, PagingTrace, save_trace
+from paper_check.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
+SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)   # noqa: SLF001 (argparse's own table)
+
+
+def run_cli(*args, cwd=None, timeout=600):
+    p = subprocess.run([sys.executable, "-m", "paper_check", *map(str, args)], capture_output=True, text=True,
+                       cwd=cwd or ROOT, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def one_line_error(code, err, needle=""):
+    lines = err.strip().splitlines()
+    return code == 2 and len(lines) == 1 and "Traceback" not in err and needle in err
+
+
+@pytest.mark.parametrize("sub", [None] + SUBCOMMANDS)
+def test_help_of_every_subcommand(sub):
+    code, out, err = run_cli(*([sub] if sub else []), "--help")
+    assert code == 0 and "usage:" in out and err == "", (sub, err[-500:])
+
+
+@pytest.fixture
+def unit_file(tmp_path):
+    return save_trace(PagingTrace.unit([0, 1, 2, 0, 3, 0, 1]), tmp_path / "t.npy")
+
+
+@pytest.mark.parametrize("content, needle", [
+    ("0\n9223372036854775808\n", "int64"),
+    ("0\n1_000\n", "line 2"),
+    ("0\n+1\n", "line 2"),
+    ("0\n\u0661\u0662\n", "line 2"),
+    ("# nothing\n", "empty"),
+])
+def test_bad_txt_traces(tmp_path, content, needle):
+    path = tmp_path / "t.txt"
+    path.write_text(content, encoding="utf-8")
+    code, _, err = run_cli("simulate", "--policy", "LRU", "-k", "2", path)
+    assert one_line_error(code, err), err
+
+
+@pytest.mark.parametrize("args, needle", [
+    (["--seed", "-1"], "--seed"),
+    (["--capacity", "1_000"], "--capacity"),
+    (["--param", "threshold=abc"], "threshold"),
+    (["--param", "threshold=null"], "threshold"),
+    (["--param", "threshold=[1]"], "threshold"),
+    (["--param", "threshold=1e400"], "does not fit"),
+    (["--param", "threshold=2"], "threshold"),
+    (["--param", "nosuch=1"], "unknown parameter"),
+    (["--opt-capacity", "5"], "exceeds"),
+])
+def test_bad_simulate_arguments(unit_file, args, needle):
+    extra = [] if "--capacity" in args else ["--capacity", "2"]
+    code, _, err = run_cli("simulate", "--policy", "LRU", *extra, *args, unit_file)
+    assert one_line_error(code, err, needle), err
+
+
+def test_gda_attention_refresh_must_be_a_boolean(tmp_path):
+    path = save_trace(AttentionTrace.from_rows([{0: 1.0}, {0: 0.5, 1: 0.5}]), tmp_path / "a.npz")
+    code, _, err = run_cli("simulate", "--policy", "GD-A", "-k", "1", "--param", "rm_attention_refresh=abc", path)
+    assert one_line_error(code, err, "rm_attention_refresh"), err
+
+
+def test_simulate_a_user_policy_and_skip_the_optimum(unit_file, tmp_path):
+    (tmp_path / "mine.py").write_text("from policies.lru import LRU\n\n\nclass Mine(LRU):\n    name = 'Mine'\n")
+    code, out, err = run_cli("simulate", "--policy", "mine:Mine", "-k", "2", "--json", "--no-opt", unit_file,
+                             cwd=tmp_path)
+    rec = json.loads(out)
+    assert code == 0 and rec["policy"] == "Mine" and "opt_cost" not in rec and "ratio" not in rec, err
+    code, out, _ = run_cli("simulate", "--policy", "mine:Mine", "-k", "2", "--json", unit_file, cwd=tmp_path)
+    rec = json.loads(out)
+    assert code == 0 and rec["opt_certificate"]["solver"] and rec["ratio"] >= 1
+
+
+def test_rm_on_attention_explains_free_arrivals(tmp_path):
+    path = save_trace(AttentionTrace.from_rows([{0: 1.0}, {1: 1.0}, {0: 0.5, 2: 0.5}]), tmp_path / "a.npz")
+    code, out, _ = run_cli("simulate", "--policy", "LRU", "-k", "2", "--json", path)
+    assert code == 0 and "free" in json.loads(out)["note"]
+
+
+def test_figure_and_claim_write_under_the_current_directory(tmp_path):
+    code, out, err = run_cli("figure", "2", cwd=tmp_path)
+    assert code == 0, err
+    assert sorted(p.name for p in (tmp_path / "paper_check_out" / "figures").iterdir()) == \
+        ["fig02_kv_bytes.png", "fig02_kv_bytes.svg"]
+    code, out, err = run_cli("claim", "nm-belady-analog", cwd=tmp_path)
+    assert code == 0, err
+    assert (tmp_path / "paper_check_out" / "paper_check" / "counterexamples" / "nm_belady_future_mass.npz").is_file()
+    assert not (ROOT / "paper_check" / "out").exists()
+
+
+def _interrupt(args, after: float, cwd: Path):
+    p = subprocess.Popen([sys.executable, "-m", "paper_check", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
+    time.sleep(after)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=120)
+    return p.returncode, err
+
+
+@pytest.mark.parametrize("after", [0.3, 2.0, 6.0])
+def test_ctrl_c_during_the_main_job_leaves_the_previous_outputs(tmp_path, after):
+    """A previous run's files are in the output root; Ctrl-C at several moments must exit 130 (or finish 0/1 when
+    the run beat the signal) and leave every file either as it was or as the finished run wrote it -- never a
+    partial file, never a staging directory."""
+    before = {}
+    for rel in ("paper_check/report.md", "paper_check/report.json", "figures/fig02_kv_bytes.png"):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes((ROOT / rel).read_bytes())
+        before[rel] = (ROOT / rel).read_bytes()
+    code, err = _interrupt(["--out", tmp_path], after, ROOT)
+    assert "Traceback" not in err, err[-2000:]
+    if code == 130:
+        assert all((tmp_path / rel).read_bytes() == data for rel, data in before.items())
+    assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+def test_sigint_inside_the_final_renames_is_held_until_they_are_done(tmp_path, monkeypatch):
+    from paper_check import report
+
+    st = report.Staging(tmp_path)
+    for i in range(5):
+        st.path(f"figures/f{i}.png").write_bytes(b"x" * i)
+    real_replace = os.replace
+    calls = []
+
+    def replace_and_interrupt(a, b):
+        calls.append(b)
+        if len(calls) == 1:
+            os.kill(os.getpid(), signal.SIGINT)
+        real_replace(a, b)
+
+    monkeypatch.setattr(report.os, "replace", replace_and_interrupt)
+    with pytest.raises(KeyboardInterrupt):
+        st.commit()
+    assert len(calls) == 5 and sorted(p.name for p in (tmp_path / "figures").iterdir()) == \
+        [f"f{i}.png" for i in range(5)]
+
+
+def test_outputs_have_normal_permissions(tmp_path):
+    code, _, err = run_cli("figure", "2", "--out", tmp_path)
+    assert code == 0, err
+    assert all((p.stat().st_mode & 0o777) == 0o644 for p in (tmp_path / "figures").iterdir())
+
+
+def test_empty_trace_is_refused(tmp_path):
+    np.save(tmp_path / "e.npy", np.array([], dtype=np.int64))
+    code, _, err = run_cli("simulate", "--policy", "LRU", "-k", "2", tmp_path / "e.npy")
+    assert one_line_error(code, err, "empty"), err
