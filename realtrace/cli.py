@@ -6,6 +6,7 @@ import sys
 
 USAGE = ("usage: python -m realtrace capture --out DIR [--tokens N] [--prompt FILE|builtin:NAME] [--layers ...]\n"
          "       python -m realtrace report [TRACESET_DIR] [--budget K ...] [--json FILE]\n"
+         "       python -m realtrace press NAME|--all [--ratio R | --budget K] [--decoding --interval N] --traces DIR\n"
          "       python -m realtrace study --traces DIR --out DIR [--budgets K,K,..] [--workers N | --scheduler ADDR]")
 
 
@@ -22,6 +23,10 @@ def main(argv: list[str]) -> int:
         from .report import main as report_main
 
         return report_main(rest, prog="realtrace report")
+    if cmd == "press":
+        from .press import main as press_main
+
+        return press_main(rest, prog="realtrace press")
     if cmd == "study":
         from .study import main as study_main
 
