@@ -222,6 +222,9 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
             raise ParameterError(f"{ts.source}: no continuation rows after the prompt: nothing to charge")
         start = n_prompt
         press_ratio = ratio_for_budget(n_prompt, budget) if budget is not None else ratio
+    from .press_run import import_kvpress
+
+    import_kvpress()  # before the model: a missing extra is named in one line
     lm = get_model("sdpa" if spec.headwise else "eager", threads, say)
     press = build_press(spec, press_ratio, decoding, interval, budget)
     from .press_run import run_press

@@ -35,7 +35,7 @@ def import_kvpress():
     try:
         import kvpress
     except ImportError as exc:
-        raise MissingExtra(f"the press bridge needs the [kvpress] extra ({exc.name} is missing): "
+        raise MissingExtra(f"the press bridge needs the [real,kvpress] extras ({exc.name} is missing): "
                            f"{KVPRESS_HINT}") from None
     except Exception as exc:  # kvpress imports transformers internals that newer versions moved
         raise MissingExtra(f"kvpress does not import with this transformers ({type(exc).__name__}: "
