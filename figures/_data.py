@@ -40,8 +40,9 @@ def number(fig_id: str, where: str, value: Any, *, positive: bool = False, nonne
     return x
 
 
-def records(fig_id: str, data: dict, key: str, fields: dict[str, str]) -> list[dict]:
-    """``data[key]`` as a list of dicts; ``fields`` maps each numeric field to "req" / "opt" ("label" is free text).
+def records(fig_id: str, data: dict, key: str, fields: dict[str, str], text: tuple[str, ...] = ()) -> list[dict]:
+    """``data[key]`` as a list of dicts; ``fields`` maps each numeric field to "req" / "opt"; "label" and the
+    ``text`` fields are free text (absent: empty).
 
     Numeric fields must be finite and >= 0 (all plotted quantities here are counts, ratios or masses).
     """
@@ -52,10 +53,10 @@ def records(fig_id: str, data: dict, key: str, fields: dict[str, str]) -> list[d
     for i, row in enumerate(rows):
         if not isinstance(row, dict):
             raise fail(fig_id, f"{key}[{i}] must be a dict, got {type(row).__name__}")
-        unknown = set(row) - set(fields) - {"label"}
+        unknown = set(row) - set(fields) - {"label", *text}
         if unknown:
             raise fail(fig_id, f"{key}[{i}]: unknown field(s) {sorted(unknown)}")
-        clean = {"label": str(row.get("label", ""))}
+        clean = {name: str(row.get(name, "")) for name in ("label", *text)}
         for name, need in fields.items():
             if name not in row:
                 if need == "req":
@@ -64,6 +65,13 @@ def records(fig_id: str, data: dict, key: str, fields: dict[str, str]) -> list[d
             clean[name] = number(fig_id, f"{key}[{i}].{name}", row[name], nonneg=True)
         out.append(clean)
     return out
+
+
+def integer(fig_id: str, where: str, value: float, low: int = 1) -> int:
+    """``value`` (already a checked number) as an integer >= ``low``."""
+    if value != int(value) or value < low:
+        raise fail(fig_id, f"{where} = {value:g}: must be an integer >= {low}")
+    return int(value)
 
 
 def series(fig_id: str, data: dict, key: str) -> dict[str, list[float]]:

@@ -7,6 +7,7 @@ whole build (``figures.build``), the SVG id salt is fixed, and the writers are t
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import matplotlib
@@ -36,28 +37,74 @@ PNG_METADATA = {"Software": None}
 SVG_METADATA = {"Date": None, "Creator": None}
 
 
+NOTE_FONTSIZE = 8.5
+_NOTE_LINE_IN = NOTE_FONTSIZE * 1.35 / 72  # one footer line, inches
+_NOTE_CHAR_IN = NOTE_FONTSIZE * 0.6 / 72  # a generous average DejaVu Sans glyph width, inches
+
+
+class PlotFigure(Figure):
+    """A figure that carries what it plots.
+
+    ``plotted`` maps a series key to the data of the artist drawn for it (read back from the artist, see
+    :mod:`figures._plot`), so tests compare what is on the page with the values the claims compute; ``notes`` are
+    the computed caption sentences drawn under the axes.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.plotted: dict[str, dict] = {}
+        self.notes: list[str] = []
+
+
+def wrap_notes(sentences: list[str], width_in: float) -> str:
+    """The sentences as one paragraph wrapped to ``width_in`` inches of footer text."""
+    import textwrap
+
+    chars = max(40, int((width_in - 0.3) / _NOTE_CHAR_IN))
+    return "\n".join(textwrap.wrap(" ".join(sentences), chars))
+
+
 def new_figure(width: float = 7.5, height: float = 4.8, *, top: float = 0.86, bottom: float = 0.11,
-               left: float = 0.1, right: float = 0.97, wspace: float = 0.3) -> Figure:
+               left: float = 0.1, right: float = 0.97, wspace: float = 0.3, hspace: float = 0.2,
+               notes: list[str] | None = None) -> PlotFigure:
     """A figure detached from pyplot's global state (so concurrent builds cannot interfere).
 
     Margins are fixed rather than solved by a layout engine: the solver measured every tick label and cost about a
-    second per figure, and fixed margins are trivially reproducible.
+    second per figure, and fixed margins are trivially reproducible.  ``notes`` (computed caption sentences) are
+    written under the axes: the figure grows by their height and the margins are rescaled so that the axes keep
+    the size and place they have without notes.
     """
-    fig = Figure(figsize=(width, height))
-    fig.subplots_adjust(top=top, bottom=bottom, left=left, right=right, wspace=wspace)
+    notes = list(notes or [])
+    text = wrap_notes(notes, width) if notes else ""
+    extra = (text.count("\n") + 1) * _NOTE_LINE_IN + 0.15 if notes else 0.0
+    total = height + extra
+    fig = PlotFigure(figsize=(width, total))
+    fig.subplots_adjust(top=1 - (1 - top) * height / total, bottom=(bottom * height + extra) / total,
+                        left=left, right=right, wspace=wspace, hspace=hspace)
+    if notes:
+        fig.notes = notes
+        fig.text(0.02, 0.08 / total, text, fontsize=NOTE_FONTSIZE, va="bottom", ha="left", color="#7a1f1f")
     return fig
 
 
 def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``stem.png`` and ``stem.svg`` into ``out_dir``; returns both paths."""
+    """Write ``stem.png`` and ``stem.svg`` into ``out_dir``, each atomically (a temporary name, then a rename, so a
+    reader never sees half a file); returns both paths."""
     out_dir.mkdir(parents=True, exist_ok=True)
-    png, svg = out_dir / f"{stem}.png", out_dir / f"{stem}.svg"
-    fig.savefig(png, format="png", metadata=PNG_METADATA)
-    fig.savefig(svg, format="svg", metadata=SVG_METADATA)
-    return [png, svg]
-
+    paths = []
+    for fmt, metadata in (("png", PNG_METADATA), ("svg", SVG_METADATA)):
+        final = out_dir / f"{stem}.{fmt}"
+        tmp = out_dir / f".{stem}.{fmt}.tmp"
+        try:
+            fig.savefig(tmp, format=fmt, metadata=metadata)
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+        paths.append(final)
+    return paths
 
 
 def titled(fig: Figure, title: str) -> None:
-    """Bold figure title (each axes title then carries the formula or panel name)."""
-    fig.suptitle(title, fontsize=12, fontweight="bold", y=0.975)
+    """Bold figure title (each axes title then carries the formula or panel name), 0.12 in below the top edge."""
+    height = fig.get_figheight()
+    fig.suptitle(title, fontsize=12, fontweight="bold", y=1 - 0.12 / height, va="top")

@@ -4,6 +4,8 @@
 :class:`~figures.registry.FigureSpec`: builder, title, caption stating the formula, output stem.
 ``build(fig_id, out_dir, data=None)`` writes ``<stem>.png`` and ``<stem>.svg`` and returns their paths; ``data``
 is the optional measured overlay documented in ``FIGURES[fig_id].data_doc`` (absent -> formula only).
+``render(fig_id, data)`` returns the figure object itself, whose ``plotted`` dict holds every series it draws, and
+``caption(fig_id, data)`` the caption with the sentences computed from the data.
 Output bytes are a function of the inputs alone (see :mod:`figures._style`).
 """
 
@@ -36,6 +38,19 @@ def spec(fig_id: int | str) -> FigureSpec:
     return FIGURES[key]
 
 
+def render(fig_id: int | str, data: dict | None = None) -> _style.PlotFigure:
+    """The figure object of ``fig_id`` drawn with ``data``, not written anywhere.  ``.plotted`` holds every series
+    it draws (key -> the artist's values), ``.notes`` the caption sentences computed from ``data``."""
+    with matplotlib.rc_context(_style.RC):
+        return spec(fig_id).builder(data)
+
+
+def caption(fig_id: int | str, data: dict | None = None) -> str:
+    """The caption of ``fig_id`` for ``data``: its fixed text (with the formula) and the sentences computed from the
+    data (e.g. where measured and predicted differ by more than the figure's stated tolerance)."""
+    return spec(fig_id).caption_for(data)
+
+
 def build(fig_id: int | str, out_dir: str | Path, data: dict | None = None) -> list[Path]:
     """Build one figure into ``out_dir`` as PNG and SVG; returns ``[png_path, svg_path]``."""
     s = spec(fig_id)
@@ -54,4 +69,4 @@ def build_all(out_dir: str | Path, data: dict | None = None) -> dict[str, list[P
     return {fid: build(fid, out_dir, by_id.get(fid)) for fid in FIGURES}
 
 
-__all__ = ["FIGURES", "FigureSpec", "build", "build_all", "spec"]
+__all__ = ["FIGURES", "FigureSpec", "build", "build_all", "caption", "render", "spec"]

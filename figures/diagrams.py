@@ -114,6 +114,8 @@ def _flowchart_figure(fig_id: str, data, g: nx.DiGraph, title: str, width: float
     fig = new_figure(width, height, top=0.9, bottom=0.02, left=0.02, right=0.98)
     ax = fig.add_subplot()
     draw_flowchart(ax, g)
+    fig.plotted["graph"] = {"nodes": {n: a["label"] for n, a in g.nodes(data=True)},
+                            "edges": [[u, v, a["label"]] for u, v, a in g.edges(data=True)]}
     titled(fig, title)
     return fig
 
@@ -174,7 +176,8 @@ def _table_figure(title: str, columns, rows, col_widths, note: str = ""):
     width_in, line_in = 13.0, 0.17
     body = [list(r) for r in rows] if rows else [["(none)"] + [""] * (len(columns) - 1)]
     chars = [max(8, int(w * width_in * 72 / (8.5 * 0.62))) for w in col_widths]
-    wrapped = [["\n".join(textwrap.wrap(str(c), n)) or "" for c, n in zip(r, chars)] for r in [list(columns)] + body]
+    wrapped = [["\n".join(line for part in str(c).split("\n") for line in textwrap.wrap(part, n))
+                for c, n in zip(r, chars)] for r in [list(columns)] + body]
     lines = [max(c.count("\n") + 1 for c in r) for r in wrapped]
     table_in = sum(line_in * n + 0.12 for n in lines)
     height_in = table_in + 1.2 + (0.4 if note else 0.0)
@@ -197,6 +200,7 @@ def _table_figure(title: str, columns, rows, col_widths, note: str = ""):
             cell.set_facecolor("#f5f5f5")
     if note:
         fig.text(0.01, 0.02, note, fontsize=8.5, va="bottom", color="#7a1f1f")
+    fig.plotted["table"] = {"columns": list(columns), "rows": [list(r) for r in rows]}
     titled(fig, title)
     return fig
 
@@ -212,6 +216,9 @@ def fig5(data: dict | None = None):
 
 
 UNIFICATION_FIELDS = ("label", "gda_params", "equivalent", "equivalent_params", "model", "note")
+# Column headings of Fig. 12, one per field of UNIFICATION_FIELDS (the note column shows the record's finding).
+UNIFICATION_HEADINGS = ("the paper's policy", "GD-A parameters", "equals policy", "with parameters", "cost model",
+                        "finding (opening clause of the record's note)")
 
 
 def unification_rows() -> list[tuple[str, ...]]:
@@ -228,6 +235,15 @@ def unification_rows() -> list[tuple[str, ...]]:
     return rows
 
 
+def finding(note: str) -> str:
+    """The opening clause of a UNIFICATION note -- its verdict, before the first colon or full stop (the reasoning
+    that follows is in the record and in ``tests/test_gda_unification.py``)."""
+    for i, ch in enumerate(note):
+        if ch == ":" or (ch == "." and (i + 1 == len(note) or note[i + 1] == " ")):
+            return note[:i].strip()
+    return note.strip()
+
+
 def _cell(value) -> str:
     if isinstance(value, dict):
         return ", ".join(f"{k}={value[k]}" for k in sorted(value))
@@ -238,11 +254,14 @@ def _cell(value) -> str:
 
 @figure("12", "fig12_gda_unification", "GD-A unification table", "table of policies.gda.UNIFICATION",
         "Greedy-Dual-Attention at different parameter settings and the deployed policy each one equals (paper "
-        "Section 6): generated as the table of policies.gda.UNIFICATION, the records the policy tests check.",
+        "Section 6): generated as the table of policies.gda.UNIFICATION, the records the policy tests check "
+        "(tests/test_gda_unification.py, eviction for eviction).  The last column is the opening clause of each "
+        "record's note, its verdict; the full note in the record gives the reasoning and the counterexamples.",
         number=12)
 def fig12(data: dict | None = None):
     """The unification table read from ``policies.gda.UNIFICATION`` (no data)."""
     _data.mapping("12", data, set())
-    rows = unification_rows()
-    return _table_figure("Figure 12: one policy, GD-A, at several settings", UNIFICATION_FIELDS, rows,
-                         (0.12, 0.17, 0.1, 0.12, 0.05, 0.44))
+    rows = [(label, params.replace(", ", "\n"), equivalent, eq_params.replace(", ", "\n"), model.upper(),
+             finding(note)) for label, params, equivalent, eq_params, model, note in unification_rows()]
+    return _table_figure("Figure 12: one policy, GD-A, at several settings", UNIFICATION_HEADINGS, rows,
+                         (0.17, 0.16, 0.11, 0.12, 0.07, 0.37))
