@@ -8,10 +8,13 @@ graphs toward a short path.  Every strategy yields a trace that passed the kvcor
 
 from __future__ import annotations
 
+from collections import deque
+
 import networkx as nx
 import numpy as np
 from hypothesis import strategies as st
 
+from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace, PagingTrace
 
 from ._build import attention_from_rows
@@ -201,3 +204,68 @@ def access_graph_walks(max_nodes: int = 8, *, min_steps: int = 1,
     """Pairs ``(G, walk)``: a graph from :func:`access_graphs` and a walk on it from :func:`walks_on`."""
     return access_graphs(max_nodes).flatmap(
         lambda G: walks_on(G, min_steps=min_steps, max_steps=max_steps).map(lambda w: (G, w)))
+
+
+# -- Theorem 4's corrected premise (paper Section 7; issue 14) ------------------------------------------------------
+
+
+def within_theorem4_premise(trace: AttentionTrace, rho: float, W: int, tau: float, budget: int) -> AttentionTrace:
+    """Rewrite ``trace`` so that it satisfies Theorem 4's corrected premise with a heavy-set budget, by capping.
+
+    The premise (``theorems/test_thm4_persistence.py``): chain persistence at ``(rho, W, tau)`` --
+    :func:`adversary.persistence_violations` with ``chain=True`` is empty -- and the warm sets
+    ``H_s(rho tau)`` of any ``W`` consecutive rows have a union of at most ``budget`` tokens
+    (:func:`adversary.observed_union_max`; ``budget = k - 1`` for a cache of ``k``).  One pass, row by row:
+
+    1. an earlier token's warm entry (``>= rho tau``) whose chain from its arrival is broken is cut to ``rho tau / 2``;
+    2. warm entries of tokens not warm in the previous ``W - 1`` rows are kept, heaviest first (ties: lower id),
+       while the window's union stays within ``budget``; the others are cut to ``rho tau / 2``;
+    3. the mass removed goes to a token already in the window's union, so the row still sums to 1 and no union
+       grows: the row's heaviest kept warm token, else the most recently warm token of the window, else (empty
+       window) the arriving token.
+
+    Every warm entry is then chained (steps 1 and 3 only touch chained tokens), hence every heavy one.  Needs
+    ``budget >= 1``.
+    """
+    if budget < 1:
+        raise ParameterError(f"budget = {budget}: Theorem 4's union must fit at least one token (k >= 2)")
+    cut = rho * tau
+    chained: dict[int, int] = {}   # token -> last warm step of its unbroken chain
+    window: deque[set[int]] = deque(maxlen=W - 1)  # warm sets of the previous W - 1 rows
+    rows = []
+    for t, idx, w in trace.rows():
+        row = dict(zip(idx.tolist(), w.tolist()))
+        excess = 0.0
+        for i, x in row.items():
+            if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
+                excess += x - cut / 2
+                row[i] = cut / 2
+        recent: set[int] = set().union(*window)
+        new = sorted((i for i, x in row.items() if x >= cut and i not in recent), key=lambda i: (-row[i], i))
+        for i in new[max(0, budget - len(recent)):]:
+            excess += row[i] - cut / 2
+            row[i] = cut / 2
+        if excess > 0.0:
+            warm = [i for i, x in row.items() if x >= cut]
+            if warm:
+                to = max(warm, key=lambda i: (row[i], -i))
+            elif recent:
+                to = max(recent, key=lambda i: (chained[i], -i))
+            else:
+                to = t
+            row[to] = row.get(to, 0.0) + excess
+        for i, x in row.items():
+            if x >= cut:
+                chained[i] = t
+        window.append({i for i, x in row.items() if x >= cut})
+        rows.append(row)
+    return attention_from_rows(rows, f"{trace.source} (Theorem 4 premise rho={rho:g}, W={W}, tau={tau:g}, "
+                                     f"union <= {budget})")
+
+
+def theorem4_premise_traces(k: int, rho: float, W: int, tau: float, *, min_T: int = 1, max_T: int = 20,
+                            max_support: int = 4) -> st.SearchStrategy[AttentionTrace]:
+    """Traces inside Theorem 4's corrected premise for a cache of ``k``: :func:`shifted_zipf_traces` (Zipf rows
+    with a topic shift) mapped through :func:`within_theorem4_premise` with ``budget = k - 1``."""
+    return shifted_zipf_traces(min_T=min_T, max_T=max_T, max_support=max_support).map(
+        lambda tr: within_theorem4_premise(tr, rho, W, tau, k - 1))

@@ -1,0 +1,205 @@
+"""The fuzz command line as a user types it (``python -m theorems.fuzz ...``; ``paper_check fuzz`` mounts the same
+``add_arguments``/``run``): exit statuses, one-line errors, what is written where, the budget, Ctrl-C.
+
+Argument errors are checked in-process through :func:`theorems.fuzz_cli.main` (the same parser and ``run``); the
+rest through a subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import stat
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+import policies
+from adversary import constructions
+from kvcore.measure import measure
+from kvcore.traces import load_trace
+from theorems.fuzz import GRACE
+from theorems.fuzz_cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def fuzz_cli(*args, cwd, timeout=120):
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.run([sys.executable, "-m", "theorems.fuzz", *map(str, args)], capture_output=True, text=True,
+                       cwd=cwd, timeout=timeout, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_help_lists_every_option(tmp_path):
+    code, out, err = fuzz_cli("--help", cwd=tmp_path)
+    assert code == 0 and not err
+    for opt in ("--capacity", "--model", "--against", "--examples", "--seconds", "--call-timeout", "--seed", "--rho",
+                "--W", "--tau", "--out", "--json"):
+        assert opt in out, opt
+
+
+@pytest.mark.parametrize("argv, needle", [
+    (["LRU", "-k", "1_000"], "not an integer"),
+    (["LRU", "-k", "+3"], "not an integer"),
+    (["LRU", "-k", "0"], "below 1"),
+    (["LRU", "-k", "3", "--seconds", "nan"], "not a decimal number"),
+    (["LRU", "-k", "3", "--seconds", "0"], "not in (0"),
+    (["LRU", "-k", "3", "--seed", "-1"], "below 0"),
+    (["LRU", "-k", "3", "--examples", "0"], "below 1"),
+    (["LRU", "-k", "3", "--model", "xm"], "invalid choice"),
+    (["LRU", "-k", "3", "--tau", "0.3"], "apply to --model nm"),
+    (["LRU", "-k", "3", "--model", "nm", "--tau", "1.5"], "not in (0, 1]"),
+    (["LRU", "-k", "1", "--model", "nm"], "needs k >= 2"),
+    (["LFU", "-k", "3", "--model", "nm"], "declares models"),
+    (["NoSuchPolicy", "-k", "3"], "unknown policy"),
+    (["nosuchmodule:X", "-k", "3"], "cannot import"),
+])
+def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_user_modules_that_cannot_be_policies_exit_2(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "exits_at_import.py").write_text("import sys\nsys.exit(0)\n")
+    (tmp_path / "raises_at_import.py").write_text("raise RuntimeError('boom')\n")
+    (tmp_path / "notapolicy.py").write_text("class Thing:\n    pass\n")
+    for target, needle in (("exits_at_import:X", "called sys.exit(0)"), ("raises_at_import:X", "RuntimeError: boom"),
+                           ("notapolicy:Missing", "no attribute"), ("notapolicy:Thing", "does not follow")):
+        assert main([target, "-k", "2"]) == 2
+        out, err = capsys.readouterr()
+        assert not out and len(err.strip().splitlines()) == 1 and needle in err, (target, err)
+    code, out, err = fuzz_cli("exits_at_import:X", "-k", "2", cwd=tmp_path)   # the same through a real process
+    assert code == 2 and not out and err.strip() == "fuzz: error: policy 'exits_at_import:X': importing module " \
+                                                   "'exits_at_import' called sys.exit(0)"
+
+
+def test_out_is_checked_before_the_search(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "afile").write_text("x")
+    t0 = time.monotonic()
+    assert main(["LRU", "-k", "3", "--seconds", "600", "--out", "afile"]) == 2
+    assert time.monotonic() - t0 < 5 and "not a directory" in capsys.readouterr().err
+
+
+def test_a_violation_writes_a_named_folder_with_normal_files_that_replay(tmp_path):
+    code, out, err = fuzz_cli("LFU", "-k", "3", "--examples", "60", "--seconds", "60", "--json", cwd=tmp_path)
+    rep = json.loads(out)
+    assert code == 1 and rep["verdict"] == "violates" and rep["exit_code"] == 1, err
+    folder = tmp_path / "fuzz-counterexamples"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fuzz-counterexamples"]   # no .hypothesis, no loose file
+    names = sorted(p.name for p in folder.iterdir())
+    assert names == ["LFU-k3-rm-seed0-report.json", "LFU-k3-rm-seed0-shrunk.npy", "LFU-k3-rm-seed0-worst.npy"]
+    umask = os.umask(0)
+    os.umask(umask)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o666 & ~umask for p in folder.iterdir())
+    # the worst found and the shrunk example are reported apart, and each file replays to its value
+    assert rep["shrunk"] <= rep["worst"] and rep["shrunk"] > 3
+    for label, value in (("worst", rep["worst"]), ("shrunk", rep["shrunk"])):
+        trace = load_trace(folder / f"LFU-k3-rm-seed0-{label}.npy")
+        assert measure(policies.resolve("LFU"), trace, 3).ratio == pytest.approx(value)
+    assert json.loads((folder / "LFU-k3-rm-seed0-report.json").read_text())["verdict"] == "violates"
+
+
+def test_no_violation_writes_nothing_and_the_budget_bounds_the_search(tmp_path):
+    code, out, err = fuzz_cli("FIFO", "-k", "2", "--seconds", "2", "--examples", "20000", cwd=tmp_path)
+    assert code == 0 and "verdict:       no violation found" in out and not err
+    assert list(tmp_path.iterdir()) == []   # no folder, no .hypothesis directory
+    seconds = float(out.split(" traces measured in ")[1].split(" s")[0])
+    examples = int(out.split("search:")[1].split()[0])
+    assert seconds <= 2 + GRACE + 0.5 and examples < 20000
+
+
+def test_explicit_out_is_created_before_the_search_and_stays_empty(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["FIFO", "-k", "2", "--examples", "5", "--out", "a/b/c"]) == 0
+    assert (tmp_path / "a/b/c").is_dir() and list((tmp_path / "a/b/c").iterdir()) == []
+
+
+def test_internal_errors_exit_3(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main(["LRU", "-k", "1000000000000", "--seconds", "2", "--json"]) == 3
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["verdict"] == "internal error" and "MemoryError" in rep["message"]
+    assert rep["constructions"]["adaptive k+1"].startswith("failed: internal error: MemoryError")
+    assert list(tmp_path.iterdir()) == []
+
+
+FRAGILE = """
+from dataclasses import dataclass
+from policies.lru import LRU
+
+@dataclass
+class Fragile(LRU):
+    name = "Fragile"
+
+    def on_admit(self, t, item, cost):
+        if item == self.k + 1 and t <= self.k:
+            raise ZeroDivisionError("item k+1 came too early")
+        super().on_admit(t, item, cost)
+"""
+
+
+def test_a_policy_raising_only_in_the_search_is_one_line_no_traceback(tmp_path, capfd, monkeypatch):
+    (tmp_path / "fragile.py").write_text(FRAGILE)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    fragile = policies.resolve("fragile:Fragile")
+    for c in constructions("rm"):   # every construction runs it without a failure: only the search can find one
+        measure(fragile, c.build(3, fragile), 3)
+    code = main(["fragile:Fragile", "-k", "3", "--examples", "60", "--seconds", "60"])
+    out, err = capfd.readouterr()   # file descriptors: the worker's and the policy's output included
+    assert code == 1 and "Traceback" not in out + err and "verdict:       policy error" in out, out + err
+    assert "ZeroDivisionError: item k+1 came too early (in admit at step" in out
+    assert (tmp_path / "fuzz-counterexamples" / "fragile_Fragile-k3-rm-seed0-failing.npy").exists()
+
+
+def _processes_mentioning(marker: str) -> list[int]:
+    out = []
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                if marker.encode() in (d / "cmdline").read_bytes():
+                    out.append(int(d.name))
+            except OSError:
+                pass
+    return out
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs /proc to list processes")
+def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_process(tmp_path):
+    marker = f"slowpolicy_{os.getpid()}"
+    (tmp_path / f"{marker}.py").write_text(textwrap.dedent("""
+        import time
+        from dataclasses import dataclass
+        from policies.lru import LRU
+
+        @dataclass
+        class Slow(LRU):
+            name = "Slow"
+
+            def victim(self, t, protected):
+                time.sleep(0.05)
+                return super().victim(t, protected)
+    """))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    p = subprocess.Popen([sys.executable, "-m", "theorems.fuzz", f"{marker}:Slow", "-k", "3", "--seconds", "120"],
+                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 60
+    while len(_processes_mentioning(marker)) < 3 and time.monotonic() < deadline:  # supervisor, worker, host
+        time.sleep(0.2)
+    time.sleep(1.0)
+    p.send_signal(signal.SIGINT)
+    out, err = p.communicate(timeout=30)
+    assert p.returncode == 130 and err.strip() == "fuzz: interrupted" and "Traceback" not in out + err, err
+    time.sleep(0.5)
+    assert _processes_mentioning(marker) == []
+    assert sorted(x.name for x in tmp_path.iterdir()) == [f"{marker}.py"]

@@ -1,0 +1,140 @@
+"""The fuzz command line: ``python -m theorems.fuzz TARGET --capacity K ...`` (mounted by ``paper_check`` as
+``paper_check fuzz`` through :func:`add_arguments` and :func:`run`).
+
+Exit status: 0 no violation found (or ``inconclusive``: nothing finished within the budget), 1 a finding about the
+policy (its bound is exceeded, it is worse than the reference, a contract violation, it raised, it did not answer
+in time), 2 bad input (one line on stderr: an option, a target that cannot be imported, an unusable ``--out``),
+3 an internal error of the fuzzer, 130 interrupted (Ctrl-C).  Every option is parsed strictly: ``1_000``, ``+3``,
+``nan`` or ``inf`` are refused, nothing is coerced.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import re
+import sys
+from pathlib import Path
+
+from kvcore.errors import KVToolkitError, ParameterError
+
+DEFAULT_OUT = "fuzz-counterexamples"
+EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
+_INT = re.compile(r"-?[0-9]+\Z")
+_REAL = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
+
+
+def _integer(low: int):
+    def parse(text: str) -> int:
+        if not _INT.match(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (plain decimal digits)")
+        value = int(text)
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{text} is below {low}")
+        return value
+
+    parse.__name__ = "integer"
+    return parse
+
+
+def _real(low: float, high: float, *, open_low: bool = True):
+    def parse(text: str) -> float:
+        if not _REAL.match(text):
+            raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number")
+        value = float(text)
+        if not math.isfinite(value) or value > high or value < low or (open_low and value == low):
+            raise argparse.ArgumentTypeError(f"{text} is not in {'(' if open_low else '['}{low:g}, {high:g}]")
+        return value
+
+    parse.__name__ = "number"
+    return parse
+
+
+def add_arguments(p: argparse.ArgumentParser) -> None:
+    """The fuzz options, on any parser (``paper_check fuzz`` or this module's own)."""
+    p.add_argument("target", help="registered policy name (case-insensitive) or module:Class importable from the "
+                                  "current directory (run in its own process, isolated from the engine)")
+    p.add_argument("--capacity", "-k", type=_integer(1), required=True, help="cache size k")
+    p.add_argument("--model", choices=("rm", "nm"), default="rm",
+                   help="rm: ALG/OPT within the policy's promised bound (default); nm: NM regret within the tail "
+                        "mass on traces inside Theorem 4's corrected premise")
+    p.add_argument("--against", metavar="NAME", default=None,
+                   help="instead: search where the target is worse than this policy, maximising (cost - "
+                        "reference cost) / max(OPT cost, 0.05), and shrink that trace")
+    p.add_argument("--examples", type=_integer(1), default=300, help="targeted-search examples (default 300)")
+    p.add_argument("--seconds", type=_real(0.0, 1e6), default=60.0,
+                   help="wall-clock budget for everything: constructions, search, shrinking (default 60)")
+    p.add_argument("--call-timeout", type=_real(0.0, 1e6), default=2.0,
+                   help="seconds the policy may take to answer one call (default 2)")
+    p.add_argument("--seed", type=_integer(0), default=0, help="search seed (default 0): same seed, same search")
+    p.add_argument("--rho", type=_real(0.0, 1.0), default=None, help="--model nm premise: warm = >= rho*tau "
+                                                                     "(default 0.5)")
+    p.add_argument("--W", type=_integer(1), default=None, help="--model nm premise: chain gap and window "
+                                                               "(default 4)")
+    p.add_argument("--tau", type=_real(0.0, 1.0), default=None, help="--model nm premise: heavy = >= tau "
+                                                                     "(default 0.25)")
+    p.add_argument("--out", default=None, metavar="DIR",
+                   help=f"folder for the counterexample files, created before the search (default: ./{DEFAULT_OUT}, "
+                        f"created only when something is found); nothing is written unless something is found")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+
+
+def run(args: argparse.Namespace, prog: str = "fuzz") -> int:
+    """Run the fuzz command for parsed ``args``; returns the exit status (module docstring)."""
+    from .fuzz import Premise, format_report, fuzz_policy, prepare_out_dir, write_outputs
+
+    try:
+        premise_given = {n: getattr(args, n) for n in ("rho", "W", "tau") if getattr(args, n) is not None}
+        if premise_given and (args.model != "nm" or args.against):
+            raise ParameterError(f"--{'/--'.join(premise_given)}: the premise options apply to --model nm without "
+                                 f"--against only")
+        premise = Premise(**premise_given)
+        if args.out is not None:
+            out = prepare_out_dir(args.out)
+        else:  # the default folder is created only when there is something to write; its parent must be writable
+            out = Path(DEFAULT_OUT)
+            if not os.access(".", os.W_OK) or (out.exists() and not out.is_dir()):
+                raise ParameterError(f"--out: cannot write {out.resolve()} (give --out DIR)")
+        rep = fuzz_policy(args.target, args.capacity, args.model, args.examples, args.seconds, args.seed, None,
+                          against=args.against, premise=premise, call_timeout=args.call_timeout)
+        if rep.has_counterexample:
+            write_outputs(rep, prepare_out_dir(out))
+        print(json.dumps(rep.as_dict(), sort_keys=True) if args.json else format_report(rep), flush=True)
+        return rep.exit_code
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except KVToolkitError as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:
+        return 0
+    except Exception as exc:  # noqa: BLE001 -- the fuzzer's own failure outside the worker: one line, exit 3
+        print(f"{prog}: internal error: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        parser = _Parser(prog="python -m theorems.fuzz",
+                         description="Search for traces on which a policy breaks its bound (see theorems/fuzz.py).")
+        add_arguments(parser)
+        try:
+            args = parser.parse_args(argv)
+        except SystemExit as exc:  # --help (0) or a usage error (2, already printed in one line)
+            return int(exc.code or 0)
+        return run(args, prog="fuzz")
+    except KeyboardInterrupt:
+        print("fuzz: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+
+
+if __name__ == "__main__":
+    sys.exit(main())
