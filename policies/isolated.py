@@ -285,7 +285,7 @@ def _calls(message: list) -> str:
     """The calls a message delivers, for an error: ``calls: observe at step 3, admit at step 4, evict at step 4``."""
     named = [op[0] if op[0] in ("reset", "end") else f"{op[0]} at step {op[1]}" for op in message]
     if len(named) > 4:
-        named = [f"{len(named)} calls from {named[0]}", f"to {named[-1]}"]
+        return f"{len(named)} calls: {named[0]} ... {named[-1]}"
     return "calls: " + ", ".join(named)
 
 
