@@ -43,13 +43,38 @@ Sizing: 32 GiB holds 6553 blocks of 5 MiB (Llama-2-70B, :data:`BLOCK_MODEL`).  W
 (seed 0) the workload reads 159,138 blocks, 24,321 distinct (119 GiB), so the budget holds 27% of the footprint;
 the live working set, estimated as 256 conversations x (16 heavy + 12 topic + 1 local) blocks + 32 system blocks
 (about 7,400), is just above the budget, so the choice of victim matters: LRU hits 71.2% of reads where Belady on
-the flattened reads (an upper bound on any policy) hits 83.6% (``python -m theorems.block_study quick``).
+the flattened reads (an upper bound on any policy) hits 83.6% (``python -m theorems.results.blocks quick``).
 :meth:`BlockWorkload.summary` reports the sizes of a run.
+
+A second, score-sensitive model (:func:`generate_anchored_workload`, :class:`AnchoredWorkloadParams`).  In the model
+above a decode step spreads its attention over about eight blocks and each conversation decodes once every couple of
+hundred steps, so a block's share of a row is small and its EMA score barely moves its eviction priority.  The
+anchored model concentrates attention on a few long-lived blocks that go idle between turns, so that a score can
+matter:
+
+* ``conversations`` slots; each holds a conversation with ``anchor_blocks`` *anchor* blocks (instructions, entities,
+  few-shot exemplars: block indices ``0 .. anchor_blocks - 1`` of its sequence).  A conversation decodes turns of
+  Geometric(mean ``turn_steps_mean``) decode steps, then goes idle for Exponential(mean ``idle_steps_mean``) global
+  steps; each step one active conversation decodes one token, chosen with probability proportional to
+  ``(slot + 1) ** -popularity_zipf`` (uniformly at the default 0; a slot is a user, so a new conversation in a slot
+  inherits its activity); if none is active, the earliest to return returns at once.  After a turn it ends with probability ``end_prob`` and a new conversation (new sequence
+  id, new anchors) takes the slot after the idle gap.
+* A decode step reads ``anchor_reads`` distinct anchors of its conversation (uniformly) and ``transient_reads``
+  *transient* blocks: blocks of its context that attention touches once and never again (block indices
+  ``anchor_blocks, anchor_blocks + 1, ...`` in order of reading).
+* Attention: the row is Dirichlet over (the blocks read, plus one entry for the rest of the row, which stands for the
+  sink, the local window and every block not read) with concentrations ``conc_anchor``, ``conc_transient``,
+  ``conc_rest``.  A small ``conc_anchor`` makes an anchor's share noisy from read to read (the page's 0.45, 0.12,
+  0.30, 0.08, 0.35); a smaller ``conc_transient`` makes transient shares mostly tiny with rare spikes.
+
+The sink and the local window are not read explicitly: they are resident under every policy, so they would add the
+same hits to every policy and take a handful of blocks of the budget.
 """
 
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 import random
@@ -170,7 +195,7 @@ class BlockWorkloadParams:
 class BlockWorkload:
     """A generated workload: step ``t`` reads ``items[offsets[t]:offsets[t+1]]`` with attention ``scores[...]``."""
 
-    params: BlockWorkloadParams
+    params: BlockWorkloadParams | AnchoredWorkloadParams
     seed: int
     items: np.ndarray
     scores: np.ndarray
@@ -329,3 +354,109 @@ def generate_block_workload(params: BlockWorkloadParams | None = None, seed: int
 
     return BlockWorkload(p, int(seed), np.asarray(items_out, dtype=np.int64),
                          np.asarray(scores_out, dtype=np.float64), np.asarray(offsets, dtype=np.int64))
+
+
+@dataclass(frozen=True)
+class AnchoredWorkloadParams:
+    """Every parameter of the anchored, score-sensitive model (module docstring).  Defaults are the study's."""
+
+    steps: int = 100_000
+    conversations: int = 128
+    anchor_blocks: int = 32
+    anchor_reads: int = 2
+    transient_reads: int = 1
+    turn_steps_mean: float = 50.0
+    idle_steps_mean: float = 2000.0
+    end_prob: float = 0.05
+    popularity_zipf: float = 0.0
+    conc_anchor: float = 0.2
+    conc_transient: float = 0.05
+    conc_rest: float = 0.3
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "conversations", "anchor_blocks", "anchor_reads", "transient_reads"):
+            v = getattr(self, name)
+            low = 0 if name == "transient_reads" else 1
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+                raise ParameterError(f"anchored workload: {name} = {v!r}: must be an integer >= {low}")
+        if self.anchor_reads > self.anchor_blocks:
+            raise ParameterError(f"anchored workload: anchor_reads = {self.anchor_reads}: must be at most "
+                                 f"anchor_blocks = {self.anchor_blocks}")
+        if self.anchor_blocks + self.steps * self.transient_reads > MAX_BLOCKS_PER_SEQUENCE:
+            raise ParameterError("anchored workload: anchor_blocks + steps * transient_reads must stay below 2**20 "
+                                 "blocks per sequence")
+        if not 0.0 <= self.end_prob <= 1.0:
+            raise ParameterError(f"anchored workload: end_prob = {self.end_prob!r}: must be a probability in [0, 1]")
+        z = self.popularity_zipf
+        if isinstance(z, bool) or not (isinstance(z, (int, float)) and 0.0 <= z < float("inf")):
+            raise ParameterError(f"anchored workload: popularity_zipf = {z!r}: must be finite and >= 0")
+        for name in ("turn_steps_mean", "idle_steps_mean", "conc_anchor", "conc_transient", "conc_rest"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
+                raise ParameterError(f"anchored workload: {name} = {v!r}: must be positive and finite")
+        if self.turn_steps_mean < 1:
+            raise ParameterError("anchored workload: turn_steps_mean must be at least 1 (mean of a geometric "
+                                 "distribution on 1, 2, ...)")
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+
+def _decoding_schedule(p: AnchoredWorkloadParams, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Which conversation decodes at each step and the index of its first transient block there (module doc)."""
+    sequence = list(range(1, p.conversations + 1))
+    next_sequence = p.conversations + 1
+    turn_left = [int(x) for x in rng.geometric(1.0 / p.turn_steps_mean, p.conversations)]
+    transient_next = [p.anchor_blocks] * p.conversations
+    active = list(range(p.conversations))
+    idle: list[tuple[int, int]] = []  # (step of return, slot)
+    who = np.empty(p.steps, np.int64)
+    first_transient = np.empty(p.steps, np.int64)
+    choice = rng.random(p.steps)
+    weight = [(s + 1.0) ** -p.popularity_zipf for s in range(p.conversations)]
+    for t in range(p.steps):
+        while idle and (idle[0][0] <= t or not active):
+            active.append(heapq.heappop(idle)[1])
+        if p.popularity_zipf == 0.0:
+            i = int(choice[t] * len(active))
+        else:
+            cumulative = list(itertools.accumulate(weight[a] for a in active))
+            i = min(bisect.bisect_right(cumulative, choice[t] * cumulative[-1]), len(active) - 1)
+        s = active[i]
+        who[t] = sequence[s]
+        first_transient[t] = transient_next[s]
+        transient_next[s] += p.transient_reads
+        turn_left[s] -= 1
+        if turn_left[s] == 0:
+            active[i] = active[-1]
+            active.pop()
+            heapq.heappush(idle, (t + 1 + int(rng.exponential(p.idle_steps_mean)), s))
+            turn_left[s] = int(rng.geometric(1.0 / p.turn_steps_mean))
+            if rng.random() < p.end_prob:
+                sequence[s] = next_sequence
+                next_sequence += 1
+                transient_next[s] = p.anchor_blocks
+    return who, first_transient
+
+
+def generate_anchored_workload(params: AnchoredWorkloadParams | None = None, seed: int = 0) -> BlockWorkload:
+    """Generate the anchored workload of the module docstring; the same ``(params, seed)`` gives the same arrays.
+
+    Every step reads ``anchor_reads + transient_reads`` distinct blocks (anchors first, in increasing block order).
+    The generator is ``numpy.random.default_rng(seed)``: the schedule is drawn step by step, the reads and the
+    attention rows as arrays.
+    """
+    p = AnchoredWorkloadParams() if params is None else params
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ParameterError(f"anchored workload: seed = {seed!r}: must be an integer >= 0")
+    rng = np.random.default_rng(int(seed))
+    who, first_transient = _decoding_schedule(p, rng)
+    T, per_step = p.steps, p.anchor_reads + p.transient_reads
+    anchors = np.sort(np.argsort(rng.random((T, p.anchor_blocks)), axis=1)[:, :p.anchor_reads], axis=1)
+    blocks = np.concatenate([anchors, first_transient[:, None] + np.arange(p.transient_reads)], axis=1)
+    items = (who[:, None] << BLOCK_BITS) | blocks
+    mass = np.concatenate([rng.gamma(p.conc_anchor, size=(T, p.anchor_reads)),
+                           rng.gamma(p.conc_transient, size=(T, p.transient_reads))], axis=1)
+    row = mass.sum(axis=1) + rng.gamma(p.conc_rest, size=T)
+    return BlockWorkload(p, int(seed), items.reshape(-1).astype(np.int64), (mass / row[:, None]).reshape(-1),
+                         np.arange(T + 1, dtype=np.int64) * per_step)

@@ -1,89 +1,486 @@
-"""The figure page's block study (seed 002), rerun on the toolkit's own block workload: the alpha sweep and the
-persistent-state ablation.  A library module: it returns JSON-able tables; claims and figures read them.
+"""The figure page's block study (seed 002): the alpha sweep and the persistent-state ablation, on block workloads
+where the score can and cannot matter, under both readings of an unattended step, with positive controls.  A library
+module: it returns JSON-able tables; the claims (:mod:`theorems.claims.blocks`) and the seed-002 figure read them.
 
 What is measured (SPEC section 4, block study): the recompute model with refetch on miss, one item per
-``(sequence, block)`` of 16 tokens (:mod:`adversary.block_workload`), a budget of ``BUDGET_GIB`` = 32 GiB turned into
-``floor(32 GiB / 5 MiB)`` = 6553 blocks (Llama-2-70B, Eq. 2), and ``hit rate = hits / block accesses`` (cold misses
-count).  Each step's block reads are the engine's requests and their attention scores reach the policy through the
-engine's observe channel (:class:`kvcore.engine.RMSimulator`, every contract check on).
+``(sequence, block)`` of 16 tokens (:mod:`adversary.block_workload`), and ``hit rate = hits / block reads`` (cold
+misses count).  Each step's block reads are its requests, and their attention shares reach the policy as that step's
+observation, exactly as :class:`kvcore.engine.RMSimulator` feeds them (:func:`run_blocks`).
 
-Tables:
+Workloads (:data:`WORKLOADS`; each a generator, its parameters, a budget in blocks and a role):
 
-* ``alpha_sweep``: EMA-Block (:mod:`policies.ema_block`, ``beta`` = 0.001) at ``ALPHAS``, plus LRU and LFU for
-  reference, once per reading of an unattended step (``"decay"``: LRFU, the policy's default; ``"hold"``: the reading
-  of the page's worked examples).  Summary: best alpha, whether the curve is non-monotone (it rises and falls by
-  more than ``FLAT_PTS``) with an interior optimum (the best alpha is neither end of the grid and beats both ends by
-  more than ``FLAT_PTS``), and how the smallest alpha compares with LRU and LFU (the page says there is no
-  convergence onto LFU as alpha -> 0).
-* ``persistence``: LFU, EMA-Block alpha = 0.01 and alpha = 0.15, each plain and wrapped in
-  :class:`policies.persistent_state.Persistent`; the gain in percentage points, and whether the largest (and every)
-  gain exceeds the spread between the plain policies of the sweep, LRU and LFU included (the page's "larger than the
-  whole spread between policies").
-* ``upper_bound``: Belady on the block reads flattened to one request per step.  Flattening only relaxes the
-  multi-request problem, so this hit rate is at least the offline optimum's: no policy can beat it.
+* ``serving`` (experiment): the 256-conversation serving workload of
+  :func:`adversary.block_workload.generate_block_workload` at 32 GiB = 6553 blocks of 5 MiB (Llama-2-70B, Eq. 2).
+  Attention is spread thin, so a block's score hardly moves its priority: the page-scale reference, which could not
+  show either effect.
+* ``anchored`` (experiment): :func:`adversary.block_workload.generate_anchored_workload` at its defaults, 32 GiB:
+  attention concentrated on anchor blocks that go idle between turns, noisy anchor shares, rare transient spikes, so
+  the score can matter.
+* positive controls, the anchored generator in regimes where the effect is present: ``alpha-control-decay`` (one
+  conversation, four anchors read every few steps, 16 blocks: a score that decays every step still survives the gap
+  between reads), ``alpha-control-hold`` (64 conversations, 2457 blocks = 12 GiB, short idle gaps) and
+  ``persistence-control`` (24 users of Zipf-unequal activity, three anchors each, 90 blocks that cannot hold every
+  anchor).  The same experiment -- the same policies, grid, statistic and thresholds -- must detect the effect there,
+  or a negative verdict on the experiments is not checkable (VERDICTS.md).  Their lengths are fixed; the profile sets
+  the experiments' lengths and every workload's seeds.
 
-The page's hit rates came from traces that are not available; this study reproduces the *shape* or shows it does
-not reproduce, on a stated generative workload.  Hit rates are means over the profile's workload seeds, with the
-per-seed values.  Run: ``python -m theorems.results.blocks [quick|full]`` prints the JSON.
+Tables per workload (``workloads[name]``), under both readings of an unattended step (:data:`READINGS`: ``"decay"``,
+LRFU, the score shrinks every step the block is not read; ``"hold"``, the score is held, the reading of the page's
+worked examples; :mod:`policies.ema_block`):
+
+* ``references``: LRU, LFU and Belady on the reads flattened to one per step.  Flattening only relaxes the
+  multi-request problem, so Belady's hit rate there is at least the offline optimum's: no policy can beat it.
+* ``alpha_sweep[reading]``: EMA-Block (``beta`` = :data:`BETA`) at the page's grid :data:`ALPHAS`, LRU and LFU;
+  summary :func:`sweep_shape`.
+* ``persistence[reading]``: :data:`ABLATION` (LFU, EMA-Block alpha 0.01 and 0.15), each plain and wrapped in
+  :class:`policies.persistent_state.Persistent`; summary :func:`persistence_effect`.
+
+The shape statistics (pure functions of the hit rates, also applied by the claims' decisions):
+
+* interior optimum (:func:`sweep_shape`): the best alpha of the grid is neither end and beats both ends by more
+  than :data:`FLAT_PTS` percentage points; the smallest alpha is "closer to" whichever of LRU and LFU its hit rate is
+  nearer to, in points.
+* persistence effect (:func:`persistence_effect`): the largest gain (persistent minus plain, points) exceeds the
+  spread of the three plain policies of the ablation (the page's own numbers, 34.15 against 44.33 - 15.56 = 28.77,
+  read this way), and LFU's and alpha = 0.01's gains both exceed alpha = 0.15's by more than :data:`MARGIN_PTS`.
+
+Top-level keys ``alpha_sweep``, ``persistence``, ``workload``, ``upper_bound``, ``capacity_blocks`` and
+``budget_gib`` are the ``serving`` workload's (the seed-002 figure's first overlay); ``workloads`` holds every
+workload's tables, the ``serving`` one included.
+Hit rates are means over the profile's workload seeds, with the per-seed values.
+
+Speed.  The runs go through :func:`simulate_blocks`, an array kernel (numba, :class:`kvcore.kernels.Kernel`) of
+exactly the engine's step order and of the registered LRU, LFU, EMA-Block (both readings) and Persistent rules; any
+other policy goes through the engine (:func:`run_blocks`).  ``tests/test_block_study.py`` checks that the kernel and
+the engine evict the same blocks at the same steps.  The kernel's victim searches: LRU is the head of one recency
+list; LFU keeps one recency list per count (the head of the lowest non-empty count is the victim, ties to the least
+recently used, as :class:`policies.lfu.LFU`); EMA-Block under ``"decay"`` walks the recency list with the upper bound
+``p <= 1 - exp(-beta * age)`` exactly as :class:`policies.ema_block.EMABlock` does; under ``"hold"`` the blocks sit in
+:data:`HOLD_BUCKETS` recency lists by ``1 - score`` (bucket ``b`` holds ``[b, b + 1) / HOLD_BUCKETS``), and a
+bucket's oldest block bounds every priority in it by ``(b + 1) / HOLD_BUCKETS * (1 - exp(-beta * age))``, so the
+search visits buckets in decreasing bound and stops at the first bound below the best priority found (exact, ties
+included: it visits every block whose bound reaches the best).  A victim costs ``O(HOLD_BUCKETS)`` plus the blocks
+visited, against the policy's ``O(k)`` array scan.  The recency and decay factors come from tables computed the way
+the policy computes them (numpy's ``expm1`` for the "hold" scan, ``math.expm1`` and Python's power for "decay"), so
+the two agree bit for bit.
+
+Run: ``python -m theorems.results.blocks [quick|full]`` prints the JSON.
 """
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 import sys
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
 
 import policies
-from adversary.block_workload import (BLOCK_MODEL, BlockWorkload, BlockWorkloadParams, block_bytes,
-                                      block_capacity, generate_block_workload)
+from adversary.block_workload import (BLOCK_MODEL, AnchoredWorkloadParams, BlockWorkload, BlockWorkloadParams,
+                                      block_bytes, block_capacity, generate_anchored_workload,
+                                      generate_block_workload)
 from kvcore.engine import RMSimulator
 from kvcore.errors import KVToolkitError, ParameterError
-from kvcore.formulas import MiB
+from kvcore.formulas import GiB, MiB
+from kvcore.kernels import Kernel
 from kvcore.traces import PagingTrace
+from policies.ema_block import EMABlock
 from policies.fast import simulate_fast
+from policies.lfu import LFU
+from policies.lru import LRU
+from policies.persistent_state import Persistent
 
 BUDGET_GIB = 32.0
 BETA = 0.001
 ALPHAS = (0.5, 0.3, 0.15, 0.05, 0.01, 0.003, 0.001)
 READINGS = ("decay", "hold")
+# The reading of the page's worked examples: block A keeps its score 0.059 although it was accessed 50 steps ago,
+# and block B keeps 0.02 after 2000 idle steps (policies/ema_block.py).
+PAGE_READING = "hold"
 ABLATION = (("LFU", {}), ("EMA-Block", {"alpha": 0.01}), ("EMA-Block", {"alpha": 0.15}))
-# Hit-rate differences below this many percentage points (~160 of the quick profile's 160k reads) count as no change
-# when the shape of the alpha curve is judged: a one-read difference must not make a flat curve "non-monotone".
+# A hit-rate difference below this many percentage points is no change when the shape of the alpha curve is judged
+# (a few hundred reads of the quick profile): a one-read wiggle must not make a flat curve "non-monotone".
 FLAT_PTS = 0.1
+# "helps LFU and small alpha far more than alpha = 0.15": by more than this many points.
+MARGIN_PTS = 1.0
+HOLD_BUCKETS = 128  # a power of two, so the bucket of 1 - score is computed exactly
+
+RULE_LRU, RULE_LFU, RULE_DECAY, RULE_HOLD = 0, 1, 2, 3
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Workloads and profiles
+# --------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StudyWorkload:
+    """One workload of the study: its generator's parameters (``steps`` as the profile sets them for an experiment,
+    fixed for a control), its budget in blocks, its role, and which experiments run on it."""
+
+    name: str
+    role: str  # "experiment" or "control"
+    params: BlockWorkloadParams | AnchoredWorkloadParams
+    capacity_blocks: int
+    experiments: tuple[str, ...] = ("alpha", "persistence")
+    why: str = ""
+
+    def generate(self, steps: int | None, seed: int) -> BlockWorkload:
+        p = self.params if steps is None else replace(self.params, steps=steps)
+        if isinstance(p, AnchoredWorkloadParams):
+            return generate_anchored_workload(p, seed)
+        return generate_block_workload(p, seed)
+
+    @property
+    def generator(self) -> str:
+        return "anchored" if isinstance(self.params, AnchoredWorkloadParams) else "serving"
+
+
+PAGE_CAPACITY = block_capacity(BUDGET_GIB)
+WORKLOADS = (
+    StudyWorkload("serving", "experiment", BlockWorkloadParams(), PAGE_CAPACITY,
+                  why="256 concurrent conversations, attention spread over ~8 blocks per step (page scale)"),
+    StudyWorkload("anchored", "experiment", AnchoredWorkloadParams(), PAGE_CAPACITY,
+                  why="attention concentrated on anchor blocks that go idle between turns"),
+    StudyWorkload("alpha-control-decay", "control",
+                  AnchoredWorkloadParams(steps=40_000, conversations=1, anchor_blocks=4, anchor_reads=1,
+                                         transient_reads=3, turn_steps_mean=100.0, idle_steps_mean=1.0, end_prob=0.1,
+                                         conc_anchor=5.0, conc_transient=0.05, conc_rest=0.1),
+                  16, ("alpha",),
+                  why="one conversation whose four anchors take most of each row and are read every few steps, in a "
+                      "16-block budget: a decaying score survives the gap between reads, and anchors are replaced "
+                      "every ~1000 steps"),
+    StudyWorkload("alpha-control-hold", "control",
+                  AnchoredWorkloadParams(steps=30_000, conversations=64, anchor_blocks=32, anchor_reads=2,
+                                         transient_reads=1, turn_steps_mean=50.0, idle_steps_mean=200.0,
+                                         end_prob=0.05, conc_anchor=0.2, conc_transient=0.05, conc_rest=0.3),
+                  2457, ("alpha",),
+                  why="a smaller anchored workload (64 conversations, 12 GiB) with short idle gaps"),
+    StudyWorkload("persistence-control", "control",
+                  AnchoredWorkloadParams(steps=30_000, conversations=24, anchor_blocks=3, anchor_reads=2,
+                                         transient_reads=1, turn_steps_mean=200.0, idle_steps_mean=100.0,
+                                         end_prob=0.1, popularity_zipf=0.5, conc_anchor=5.0, conc_transient=0.05,
+                                         conc_rest=0.2),
+                  90, ("persistence",),
+                  why="24 users of unequal activity (Zipf 0.5) with three anchors each, a 90-block budget that "
+                      "cannot hold every anchor: a returning anchor's count or score is worth keeping"),
+)
 
 
 @dataclass(frozen=True)
 class StudyProfile:
-    """How large the study is: workload length, workload seeds, readings of an unattended step."""
+    """How large the study is: the experiments' workload lengths (the controls have fixed lengths) and seeds."""
 
     name: str
-    steps: int
+    serving_steps: int
+    anchored_steps: int
     seeds: tuple[int, ...]
-    readings: tuple[str, ...]
 
     def as_dict(self) -> dict:
         return asdict(self)
 
+    def steps_of(self, w: StudyWorkload) -> int | None:
+        if w.role == "control":
+            return None
+        return self.serving_steps if w.generator == "serving" else self.anchored_steps
 
-# quick: the default run (about 20 s on one core); the "hold" reading's victim search is a full scan, so it is in
-# the full profile only.
-QUICK = StudyProfile("quick", steps=20_000, seeds=(0,), readings=("decay",))
-FULL = StudyProfile("full", steps=60_000, seeds=(0, 1, 2), readings=READINGS)
+
+QUICK = StudyProfile("quick", serving_steps=20_000, anchored_steps=100_000, seeds=(0,))
+FULL = StudyProfile("full", serving_steps=60_000, anchored_steps=200_000, seeds=(0, 1, 2))
 PROFILES = {p.name: p for p in (QUICK, FULL)}
+# The sizes the blk-* claims declare (quick value, full value): the same profiles, for the report.
+STUDY_SIZES = {field: (getattr(QUICK, field), getattr(FULL, field))
+               for field in ("serving_steps", "anchored_steps", "seeds")}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Runs: the engine (reference) and the array kernel
+# --------------------------------------------------------------------------------------------------------------------
 
 
 def run_blocks(policy, workload: BlockWorkload, capacity: int, seed: int = 0) -> dict:
-    """Run ``policy`` on the workload's block reads in RM, feeding each step's scores to ``observe``."""
+    """Run ``policy`` on the workload's block reads through the checked engine, feeding each step's scores to
+    ``observe`` (the reference :func:`simulate_blocks` is checked against)."""
     sim = RMSimulator(policy, capacity, seed)
     for items, scores in workload.steps():
         sim.step(items.tolist(), None, (items, scores))
     res = sim.result()
-    hits = res.requests - res.misses
-    return {"hits": hits, "accesses": res.requests, "misses": res.misses,
-            "readmissions": res.misses - workload.footprint, "hit_rate": hits / res.requests}
+    return _counts(res.requests, res.misses, workload.footprint)
+
+
+def _counts(requests: int, misses: int, footprint: int) -> dict:
+    hits = requests - misses
+    return {"hits": hits, "accesses": requests, "misses": misses, "readmissions": misses - footprint,
+            "hit_rate": hits / requests}
+
+
+def _kernel_rule(policy) -> tuple[int, bool, float, float] | None:
+    """``(rule, persistent, alpha, beta)`` when ``policy`` is exactly a rule the kernel implements, else None."""
+    persistent = type(policy) is Persistent
+    inner = policy.inner if persistent else policy
+    kind = type(inner)
+    if kind is LRU:
+        return RULE_LRU, persistent, 0.0, 0.0
+    if kind is LFU:
+        return RULE_LFU, persistent, 0.0, 0.0
+    if kind is EMABlock:
+        return (RULE_HOLD if inner.unattended == "hold" else RULE_DECAY), persistent, inner.alpha, inner.beta
+    return None
+
+
+@functools.lru_cache(maxsize=16)
+def _recency_table(T: int, beta: float, vectorized: bool) -> np.ndarray:
+    """``1 - exp(-beta * age)`` for ages ``0..T``, computed as the policy computes it: numpy's expm1 (the "hold"
+    victim scan) or ``math.expm1`` (the "decay" search); the two differ in the last bit for a few ages."""
+    if vectorized:
+        table = -np.expm1(-beta * np.arange(T + 1, dtype=np.float64))
+    else:
+        table = np.array([-math.expm1(-beta * a) for a in range(T + 1)])
+    if (np.diff(table) < 0).any():  # the bucket search's bound needs a non-decreasing recency
+        raise RuntimeError(f"recency decay is not monotone in floating point (beta = {beta})")
+    return table
+
+
+@functools.lru_cache(maxsize=16)
+def _unattended_table(T: int, alpha: float) -> np.ndarray:
+    """``(1 - alpha) ** g`` for ``g = 0..T`` with Python's power, as :func:`kvcore.formulas.ema_decayed` has it."""
+    return np.array([(1.0 - alpha) ** g for g in range(T + 1)])
+
+
+@dataclass(frozen=True, eq=False)
+class DenseReads:
+    """A workload's reads with block keys renumbered ``0..n-1`` in increasing key order (so "smaller key" ties
+    resolve the same way); ``keys[i]`` is the block key of dense id ``i``."""
+
+    workload: BlockWorkload
+    ids: np.ndarray
+    keys: np.ndarray
+
+    @classmethod
+    def of(cls, workload: BlockWorkload) -> DenseReads:
+        keys, ids = np.unique(workload.items, return_inverse=True)
+        return cls(workload, ids.astype(np.int64).reshape(-1), keys)
+
+
+def simulate_blocks(policy, reads: BlockWorkload | DenseReads, capacity: int, record: bool = False) -> dict:
+    """:func:`run_blocks`'s result for ``policy``, through the array kernel when the policy is exactly LRU, LFU,
+    EMA-Block or Persistent(LFU / EMA-Block) (module docstring), else through the engine.  With ``record`` the result
+    also has ``evictions``: ``(step, block key)`` in the engine's order (the kernel's check)."""
+    dense = reads if isinstance(reads, DenseReads) else DenseReads.of(reads)
+    w = dense.workload
+    rule = _kernel_rule(policy)
+    if rule is None:
+        if record:
+            raise ParameterError(f"simulate_blocks: record is for kernel rules; {policy.name} runs in the engine")
+        return run_blocks(policy, w, capacity)
+    capacity = int(capacity)
+    if capacity < int(np.diff(w.offsets).max(initial=0)):
+        raise ParameterError(f"capacity = {capacity} blocks: below the most blocks one step reads")
+    code, persistent, alpha, beta = rule
+    T = w.T
+    recency = _recency_table(T, beta, code == RULE_HOLD) if code >= RULE_DECAY else np.zeros(1)
+    unattended = _unattended_table(T, alpha) if code == RULE_DECAY else np.zeros(1)
+    out_t = np.zeros(w.accesses if record else 0, np.int64)
+    out_v = np.zeros_like(out_t)
+    misses, evictions = block_kernel(dense.ids, w.scores, w.offsets, dense.keys.size, capacity, code, persistent,
+                                     alpha, recency, unattended, HOLD_BUCKETS, out_t, out_v)
+    res = _counts(w.accesses, int(misses), dense.keys.size)
+    if record:
+        res["evictions"] = list(zip(out_t[:evictions].tolist(), dense.keys[out_v[:evictions]].tolist()))
+    return res
+
+
+def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency, unattended, buckets, out_t, out_v):
+    """Misses and evictions of one run (module docstring); ``out_t``/``out_v`` receive the evictions when sized."""
+    T = offsets.size - 1
+    record = out_t.size > 0
+    lists = buckets if rule == RULE_HOLD else (T + 2 if rule == RULE_LFU else 1)
+    # doubly linked recency lists with sentinels n .. n + lists - 1; after[sentinel] is the least recently accessed
+    after = np.empty(n + lists, np.int64)
+    before = np.empty(n + lists, np.int64)
+    for lst in range(lists):
+        after[n + lst] = n + lst
+        before[n + lst] = n + lst
+    home = np.zeros(n, np.int64)
+    resident = np.zeros(n, np.bool_)
+    accessed = np.zeros(n, np.int64)
+    score = np.zeros(n, np.float64)
+    scored_at = np.zeros(n, np.int64)
+    count = np.zeros(n, np.int64)
+    saved = np.zeros(n, np.bool_)
+    saved_score = np.zeros(n, np.float64)
+    saved_at = np.zeros(n, np.int64)
+    saved_count = np.zeros(n, np.int64)
+    protected_at = np.full(n, -1, np.int64)
+    upper = np.empty(lists, np.float64)
+    for lst in range(lists):
+        upper[lst] = (lst + 1) / lists
+    bound = np.empty(lists, np.float64)
+    width = 1
+    for t in range(T):
+        width = max(width, offsets[t + 1] - offsets[t])
+    fetched = np.empty(width, np.int64)
+    lowest = 0
+    size = 0
+    misses = 0
+    evictions = 0
+    for t in range(T):
+        lo = offsets[t]
+        hi = offsets[t + 1]
+        nf = 0
+        for j in range(lo, hi):
+            x = ids[j]
+            protected_at[x] = t
+            if resident[x]:
+                accessed[x] = t
+                if rule == RULE_LFU:
+                    count[x] += 1
+                p = before[x]
+                q = after[x]
+                after[p] = q
+                before[q] = p
+                if rule == RULE_LFU:
+                    home[x] = count[x]
+                s = n + home[x]
+                last = before[s]
+                after[last] = x
+                before[x] = last
+                after[x] = s
+                before[s] = x
+            else:
+                fetched[nf] = x
+                nf += 1
+        for _ in range(size + nf - k):
+            v = -1
+            best = -1.0
+            if rule == RULE_LRU:
+                x = after[n]
+                while x < n and protected_at[x] == t:
+                    x = after[x]
+                v = x if x < n else -1
+            elif rule == RULE_LFU:
+                while after[n + lowest] >= n:
+                    lowest += 1
+                c = lowest
+                while v < 0 and c < lists:
+                    x = after[n + c]
+                    while x < n and protected_at[x] == t:
+                        x = after[x]
+                    if x < n:
+                        v = x
+                    c += 1
+            elif rule == RULE_DECAY:
+                x = after[n]
+                while x < n:
+                    r = recency[t - accessed[x]]
+                    if v >= 0 and r < best:
+                        break
+                    if protected_at[x] != t:
+                        pr = (1.0 - score[x] * unattended[t - 1 - scored_at[x]]) * r
+                        if v < 0 or pr > best or (pr == best and (accessed[x] < accessed[v] or
+                                                                  (accessed[x] == accessed[v] and x < v))):
+                            v = x
+                            best = pr
+                    x = after[x]
+            else:
+                for lst in range(lists):
+                    x = after[n + lst]
+                    bound[lst] = -1.0 if x >= n else upper[lst] * recency[t - accessed[x]]
+                while True:
+                    top = 0
+                    for m in range(1, lists):
+                        if bound[m] > bound[top]:
+                            top = m
+                    if bound[top] < 0.0 or (v >= 0 and bound[top] < best):
+                        break
+                    bound[top] = -1.0
+                    x = after[n + top]
+                    while x < n:
+                        r = recency[t - accessed[x]]
+                        if v >= 0 and upper[top] * r < best:
+                            break
+                        if protected_at[x] != t:
+                            pr = (1.0 - score[x]) * r
+                            if v < 0 or pr > best or (pr == best and (accessed[x] < accessed[v] or
+                                                                      (accessed[x] == accessed[v] and x < v))):
+                                v = x
+                                best = pr
+                        x = after[x]
+            if v < 0:
+                raise RuntimeError("no evictable block")
+            if record:
+                out_t[evictions] = t
+                out_v[evictions] = v
+            evictions += 1
+            if persistent:
+                saved[v] = True
+                saved_score[v] = score[v]
+                saved_at[v] = scored_at[v]
+                saved_count[v] = count[v]
+            p = before[v]
+            q = after[v]
+            after[p] = q
+            before[q] = p
+            resident[v] = False
+            size -= 1
+        for m in range(nf):
+            x = fetched[m]
+            resident[x] = True
+            size += 1
+            misses += 1
+            accessed[x] = t
+            count[x] = 1
+            score[x] = 0.0
+            scored_at[x] = t - 1
+            if persistent and saved[x]:
+                saved[x] = False
+                count[x] += saved_count[x]
+                score[x] = saved_score[x]
+                scored_at[x] = saved_at[x]
+            lst = 0
+            if rule == RULE_HOLD:
+                lst = min(max(int((1.0 - score[x]) * lists), 0), lists - 1)
+            elif rule == RULE_LFU:
+                lst = count[x]
+                lowest = min(lowest, lst)
+            home[x] = lst
+            s = n + lst
+            last = before[s]
+            after[last] = x
+            before[x] = last
+            after[x] = s
+            before[s] = x
+        if rule == RULE_DECAY or rule == RULE_HOLD:
+            for j in range(lo, hi):
+                x = ids[j]
+                sc = score[x]
+                if rule == RULE_DECAY:
+                    sc = sc * unattended[t - 1 - scored_at[x]]
+                sc = alpha * weights[j] + (1.0 - alpha) * sc
+                score[x] = sc
+                scored_at[x] = t
+                if rule == RULE_HOLD:
+                    # every block observed at t was requested at t, so the young end keeps its list in recency order
+                    lst = min(max(int((1.0 - sc) * lists), 0), lists - 1)
+                    if lst != home[x]:
+                        p = before[x]
+                        q = after[x]
+                        after[p] = q
+                        before[q] = p
+                        home[x] = lst
+                        s = n + lst
+                        last = before[s]
+                        after[last] = x
+                        before[x] = last
+                        after[x] = s
+                        before[s] = x
+    return misses, evictions
+
+
+block_kernel = Kernel(_block_kernel)
 
 
 def belady_flat_hit_rate(workload: BlockWorkload, capacity: int) -> float:
@@ -92,90 +489,131 @@ def belady_flat_hit_rate(workload: BlockWorkload, capacity: int) -> float:
     return 1.0 - misses / workload.accesses
 
 
+# --------------------------------------------------------------------------------------------------------------------
+# Shape statistics (pure functions of hit rates in percent; the claims apply the same ones)
+# --------------------------------------------------------------------------------------------------------------------
+
+
+def sweep_shape(rates_pts: list[float], lru_pts: float, lfu_pts: float, flat_pts: float = FLAT_PTS,
+                alphas: tuple[float, ...] = ALPHAS) -> dict:
+    """The shape of a hit-rate curve over ``alphas`` (rates in percent, in ``alphas`` order; module docstring)."""
+    best = int(np.argmax(rates_pts))
+    margin = rates_pts[best] - max(rates_pts[0], rates_pts[-1])
+    smallest = rates_pts[-1]
+    return {"best_alpha": alphas[best], "best_hit_rate_pts": rates_pts[best],
+            "interior_optimum": bool(0 < best < len(rates_pts) - 1 and margin > flat_pts),
+            "interior_margin_pts": margin, "spread_pts": max(rates_pts) - min(rates_pts),
+            "best_minus_lru_pts": rates_pts[best] - lru_pts,
+            "smallest_alpha_minus_lru_pts": smallest - lru_pts, "smallest_alpha_minus_lfu_pts": smallest - lfu_pts,
+            "smallest_alpha_closer_to": "LFU" if abs(smallest - lfu_pts) < abs(smallest - lru_pts) else "LRU"}
+
+
+def persistence_effect(plain_pts: dict[str, float], persistent_pts: dict[str, float],
+                       margin_pts: float = MARGIN_PTS) -> dict:
+    """Gains of persistence (points) for the ablation's policies ``"LFU"``, ``"0.01"``, ``"0.15"`` and whether they
+    show the page's effect (module docstring)."""
+    gains = {p: persistent_pts[p] - plain_pts[p] for p in plain_pts}
+    spread = max(plain_pts.values()) - min(plain_pts.values())
+    largest = max(gains, key=gains.get)
+    small_over_large = min(gains["LFU"], gains["0.01"]) - gains["0.15"]
+    return {"gain_pts": gains, "plain_spread_pts": spread, "largest_gain": largest,
+            "largest_gain_exceeds_spread": bool(gains[largest] > spread),
+            "lfu_and_0.01_over_0.15_pts": small_over_large,
+            "lfu_and_0.01_gain_more": bool(small_over_large > margin_pts),
+            "effect": bool(gains[largest] > spread and small_over_large > margin_pts)}
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# The study
+# --------------------------------------------------------------------------------------------------------------------
+
+
 def _label(name: str, params: dict) -> str:
     args = ", ".join(f"{k}={v}" for k, v in params.items())
     return f"{name}({args})" if args else name
 
 
-def _measure(name: str, params: dict, workloads: list[BlockWorkload], capacity: int) -> dict:
-    runs = [run_blocks(policies.make(name, **params), w, capacity) for w in workloads]
-    rates = [r["hit_rate"] for r in runs]
-    return {"policy": _label(name, params), "name": name, "params": params, "hit_rate": float(np.mean(rates)),
-            "hit_rate_per_seed": rates, "readmissions_per_seed": [r["readmissions"] for r in runs]}
+def _ablation_key(name: str, params: dict) -> str:
+    return "LFU" if name == "LFU" else str(params["alpha"])
 
 
-def alpha_sweep_summary(rows: list[dict], lru: float, lfu: float) -> dict:
-    """Shape of the EMA-Block hit rate over ``ALPHAS`` (rows in ``ALPHAS`` order)."""
-    rates = [r["hit_rate"] for r in rows]
-    best = int(np.argmax(rates))
-    steps = 100 * np.diff(rates)
-    non_monotone = bool((steps > FLAT_PTS).any() and (steps < -FLAT_PTS).any())
-    interior = 0 < best < len(rates) - 1 and 100 * (rates[best] - max(rates[0], rates[-1])) > FLAT_PTS
-    smallest = rates[-1]
-    return {"best_alpha": rows[best]["params"]["alpha"], "best_hit_rate": rates[best], "flat_pts": FLAT_PTS,
-            "non_monotone": non_monotone, "interior_optimum": bool(interior and non_monotone),
-            "interior_margin_pts": 100 * (rates[best] - max(rates[0], rates[-1])),
-            "spread_pts": 100 * (max(rates) - min(rates)),
-            "smallest_alpha_minus_lru_pts": 100 * (smallest - lru),
-            "smallest_alpha_minus_lfu_pts": 100 * (smallest - lfu),
-            "smallest_alpha_closer_to": "LFU" if abs(smallest - lfu) < abs(smallest - lru) else "LRU",
-            "max_abs_diff_from_lru_pts": 100 * max(abs(r - lru) for r in rates)}
+def measure_workload(w: StudyWorkload, profile: StudyProfile) -> dict:
+    """Every run of the study on one workload, at ``profile``'s length and seeds (module docstring)."""
+    runs = [DenseReads.of(w.generate(profile.steps_of(w), seed)) for seed in profile.seeds]
+    capacity = w.capacity_blocks
+    measured: dict[str, dict] = {}
+
+    def measure(name: str, params: dict) -> dict:
+        key = json.dumps([name, params], sort_keys=True)  # LRU, LFU and persistent LFU serve both readings
+        if key not in measured:
+            rates = [simulate_blocks(policies.make(name, **params), r, capacity)["hit_rate"] for r in runs]
+            measured[key] = {"policy": _label(name, params), "name": name, "params": params,
+                             "hit_rate": float(np.mean(rates)), "hit_rate_per_seed": rates}
+        return measured[key]
+
+    lru, lfu = measure("LRU", {}), measure("LFU", {})
+    belady = [belady_flat_hit_rate(r.workload, capacity) for r in runs]
+    out: dict[str, Any] = {
+        "name": w.name, "role": w.role, "generator": w.generator, "why": w.why,
+        "params": replace(w.params, steps=runs[0].workload.T).as_dict(), "seeds": list(profile.seeds),
+        "capacity_blocks": capacity, "budget_gib": capacity * block_bytes() / GiB,
+        "experiments": list(w.experiments),
+        "per_seed": [r.workload.summary(BUDGET_GIB) | {"capacity_blocks": capacity,
+                                                        "budget_fraction_of_footprint": capacity / r.workload.footprint}
+                     for r in runs],
+        "references": {"LRU": lru, "LFU": lfu,
+                       "Belady": {"policy": "Belady (flattened reads)", "hit_rate": float(np.mean(belady)),
+                                  "hit_rate_per_seed": belady}},
+        "alpha_sweep": {}, "persistence": {}}
+    grid = ALPHAS if "alpha" in w.experiments else tuple(x["alpha"] for _, x in ABLATION if "alpha" in x)
+    for reading in READINGS:
+        ema = {a: measure("EMA-Block", {"alpha": a, "beta": BETA, "unattended": reading}) for a in grid}
+        rows = [ema[a] for a in grid]
+        if "alpha" in w.experiments:
+            out["alpha_sweep"][reading] = {
+                "rows": rows + [lru, lfu],
+                "summary": sweep_shape([100 * r["hit_rate"] for r in rows], 100 * lru["hit_rate"],
+                                       100 * lfu["hit_rate"])}
+        if "persistence" in w.experiments:
+            ablation = []
+            for name, extra in ABLATION:
+                wrapped = extra if name == "LFU" else {**extra, "beta": BETA, "unattended": reading}
+                plain = lfu if name == "LFU" else ema[extra["alpha"]]
+                kept = measure("Persistent", {"policy": name, "params": wrapped or None})
+                ablation.append({"policy": plain["policy"], "key": _ablation_key(name, extra),
+                                 "plain_hit_rate": plain["hit_rate"], "persistent_hit_rate": kept["hit_rate"],
+                                 "gain_pts": 100 * (kept["hit_rate"] - plain["hit_rate"]),
+                                 "gain_pts_per_seed": [100 * (b - a) for a, b in zip(plain["hit_rate_per_seed"],
+                                                                                     kept["hit_rate_per_seed"])]})
+            out["persistence"][reading] = {
+                "rows": ablation,
+                "summary": persistence_effect({r["key"]: 100 * r["plain_hit_rate"] for r in ablation},
+                                              {r["key"]: 100 * r["persistent_hit_rate"] for r in ablation})}
+    return out
 
 
-def run_block_study(profile: str | StudyProfile = "quick", params: BlockWorkloadParams | None = None) -> dict:
-    """The alpha sweep and the persistence ablation at 32 GiB (module docstring); a JSON-able dict."""
+def run_block_study(profile: str | StudyProfile = "quick",
+                    workloads: tuple[StudyWorkload, ...] = WORKLOADS) -> dict:
+    """The alpha sweep and the persistence ablation on every workload of ``workloads``, at ``profile``'s sizes
+    (module docstring); a JSON-able dict."""
     if isinstance(profile, str):
         if profile not in PROFILES:
             raise ParameterError(f"block study: profile = {profile!r}: must be one of {sorted(PROFILES)}")
         profile = PROFILES[profile]
-    wparams = params or BlockWorkloadParams(steps=profile.steps)
-    workloads = [generate_block_workload(wparams, seed) for seed in profile.seeds]
-    capacity = block_capacity(BUDGET_GIB)
-    measured: dict[str, dict] = {}
-
-    def measure(name: str, params: dict) -> dict:
-        key = json.dumps([name, params], sort_keys=True)  # LRU, LFU and persistent LFU serve every reading
-        if key not in measured:
-            measured[key] = _measure(name, params, workloads, capacity)
-        return measured[key]
-
-    lru = measure("LRU", {})
-    lfu = measure("LFU", {})
-    out: dict[str, Any] = {
-        "profile": profile.as_dict(),
-        "budget_gib": BUDGET_GIB, "capacity_blocks": capacity, "beta": BETA,
+    tables = {w.name: measure_workload(w, profile) for w in workloads}
+    first = tables[workloads[0].name]
+    return {
+        "profile": profile.as_dict(), "beta": BETA, "alphas": list(ALPHAS), "readings": list(READINGS),
+        "page_reading": PAGE_READING, "flat_pts": FLAT_PTS, "margin_pts": MARGIN_PTS,
         "block_model": {**asdict(BLOCK_MODEL), "block_mib": block_bytes() / MiB},
-        "workload": {"params": wparams.as_dict(), "per_seed": [w.summary(BUDGET_GIB) for w in workloads]},
-        "upper_bound": {"policy": "Belady (flattened reads)",
-                        "hit_rate_per_seed": [belady_flat_hit_rate(w, capacity) for w in workloads]},
-        "alpha_sweep": {}, "persistence": {},
+        # the first workload's tables under the keys the seed-002 figure has always read
+        "budget_gib": first["budget_gib"], "capacity_blocks": first["capacity_blocks"],
+        "workload": {"name": first["name"], "params": first["params"], "per_seed": first["per_seed"]},
+        "upper_bound": {"policy": first["references"]["Belady"]["policy"],
+                        "hit_rate_per_seed": first["references"]["Belady"]["hit_rate_per_seed"]},
+        "alpha_sweep": first["alpha_sweep"], "persistence": first["persistence"],
+        "workloads": tables,
     }
-    for reading in profile.readings:
-        ema = {a: measure("EMA-Block", {"alpha": a, "beta": BETA, "unattended": reading}) for a in ALPHAS}
-        sweep_rows = [ema[a] for a in ALPHAS]
-        out["alpha_sweep"][reading] = {
-            "rows": sweep_rows + [lru, lfu],
-            "summary": alpha_sweep_summary(sweep_rows, lru["hit_rate"], lfu["hit_rate"])}
-        plain_rates = [r["hit_rate"] for r in sweep_rows] + [lru["hit_rate"], lfu["hit_rate"]]
-        spread = 100 * (max(plain_rates) - min(plain_rates))
-        rows = []
-        for name, extra in ABLATION:
-            wrapped = extra if name == "LFU" else {**extra, "beta": BETA, "unattended": reading}
-            plain = lfu if name == "LFU" else ema[extra["alpha"]]
-            kept = measure("Persistent", {"policy": name, "params": wrapped or None})
-            rows.append({"policy": plain["policy"], "plain_hit_rate": plain["hit_rate"],
-                         "persistent_hit_rate": kept["hit_rate"],
-                         "gain_pts": 100 * (kept["hit_rate"] - plain["hit_rate"]),
-                         "gain_pts_per_seed": [100 * (b - a) for a, b in zip(plain["hit_rate_per_seed"],
-                                                                             kept["hit_rate_per_seed"])]})
-        gains = {r["policy"]: r["gain_pts"] for r in rows}
-        out["persistence"][reading] = {
-            "rows": rows,
-            "summary": {"gain_pts": gains, "policy_spread_pts": spread,
-                        "every_gain_exceeds_spread": bool(all(g > spread for g in gains.values())),
-                        "largest_gain_exceeds_spread": bool(max(gains.values()) > spread),
-                        "largest_gain": max(gains, key=gains.get)}}
-    return out
 
 
 def block_study(profile_name: str) -> dict:
@@ -186,13 +624,27 @@ def block_study(profile_name: str) -> dict:
     return cached(run_block_study, profile="full" if profile_name == "full" else "quick")
 
 
+USAGE = """usage: python -m theorems.results.blocks [quick|full]
+
+Run the seed-002 block study (alpha sweep and persistence ablation on every workload, both readings) at the quick
+(default) or full profile and print its tables as JSON."""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args and args[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0
     try:
+        if len(args) > 1:
+            raise ParameterError(f"expected at most one profile, got {len(args)} arguments")
         tables = run_block_study(args[0] if args else "quick")
     except KVToolkitError as exc:
-        print(f"block_study: {exc}", file=sys.stderr)
+        print(f"block study: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("block study: interrupted", file=sys.stderr)
+        return 130
     print(json.dumps(tables, indent=1))
     return 0
 
