@@ -12,8 +12,8 @@ from .access_graphs import (adversarial_walk, cycle_access_graph, grid_access_gr
 from .constructions import CONSTRUCTIONS, Construction, construction, constructions
 from .counterexamples import (future_mass_counterexample, position_cost_counterexample, thm4_nm_counterexample,
                               unrequested_refresh_counterexample, varying_cost_counterexample)
-from .block_workload import (BlockWorkload, BlockWorkloadParams, block_capacity, decode_block, encode_block,
-                             generate_block_workload)
+from .block_workload import (AnchoredWorkloadParams, BlockWorkload, BlockWorkloadParams, block_capacity, decode_block,
+                             encode_block, generate_anchored_workload, generate_block_workload)
 from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_and_sleeper_rm,
                             decoy_and_sleeper_rm_blocks, decoy_and_sleeper_roles)
 from .lfu_priming import lfu_priming, lfu_priming_attention, lfu_priming_attention_targets
@@ -33,7 +33,7 @@ __all__ = [
     "varying_cost_counterexample", "enforce_chain_persistence", "observed_union_max", "stationary_zipf_trace",
     "tie_targeted_trace", "two_new_per_phase", "attention_sinks", "paused_sinks", "adversarial_and_benign", "broad_and_sharp", "dirichlet_attention", "sink_workloads",
     "two_entry_traces",
-    "BlockWorkload", "BlockWorkloadParams", "block_capacity", "decode_block", "encode_block",
+    "AnchoredWorkloadParams", "generate_anchored_workload", "BlockWorkload", "BlockWorkloadParams", "block_capacity", "decode_block", "encode_block",
     "generate_block_workload",
     "DecoyRoles", "SleeperBlock", "TopicShiftTrace", "adaptive_k_plus_one", "adaptive_k_plus_one_nm",
     "adversarial_walk", "cycle_access_graph", "cyclic_k_plus_one", "decoy_and_sleeper", "decoy_and_sleeper_rm",

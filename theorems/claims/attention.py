@@ -33,7 +33,7 @@ def thm2(ctx: Context) -> Computed:
     rm = cached(RA.thm2_rm_table, ks=z["rm_ks"], suffixes=z["rm_suffixes"])
     adaptive = cached(RA.nm_adaptive_table, ks=z["adaptive_ks"], Ts=z["adaptive_Ts"])
     evidence = {"test": "theorems/test_thm2_acc_unbounded.py, theorems/test_nm_adaptive.py",
-                "figure": ctx.figures.get("9", [])}
+                "figure": ctx.figure_files("9")}
     if any(r.params["order"] == "paper" and not r.params["protect_arrival"] and not r.params["sleeper_dropped"]
            for r in nm.rows):
         evidence["literal_order_trace"] = ctx.save_counterexample(
@@ -245,7 +245,7 @@ def thm3(ctx: Context) -> Computed:
     table = cached(RA.thm3_attention_table, seeds=ctx.sizes["seeds"], T=ctx.sizes["T"])
     free, charged, literal, varying = cached(RA.thm3_counterexamples).rows
     evidence = {"test": "theorems/test_thm3_gda.py (hypothesis: weighted multi-request paging traces, attention-"
-                        "built RM traces)"}
+                        "built RM traces)", "figure": ctx.figure_files("10")}
     if free.holds:
         evidence["free_arrival_counterexample"] = ctx.save_counterexample(
             "thm3_free_arrivals_decoy_stream", adversary.decoy_and_sleeper_rm(free.k, free.params["priming"],
@@ -391,7 +391,7 @@ def gda_unification(ctx: Context) -> Computed:
          "settings": [{"label": r["label"], "gda_params": {k: str(x) for k, x in r["gda_params"].items()},
                        "equivalent": r["equivalent"], "model": r["model"]} for r in UNIFICATION]},
         {"settings": ["LRU", "StreamingLLM sink + window", "decayed H2O"], "proof": "one proof (Theorem 3) covers all"},
-        {"test": "tests/test_gda_unification.py", "figure": ctx.figures.get("12", [])})
+        {"test": "tests/test_gda_unification.py", "figure": ctx.figure_files("12")})
 
 
 @decides("gda-unification", flips={
@@ -470,7 +470,7 @@ def thm4(ctx: Context) -> Computed:
         {"bound": "regret <= sum_t M_t(tau) under (rho, W)-persistence and |union_s H_s(rho tau)| <= k"},
         {"test": "theorems/test_thm4_persistence.py",
          "counterexample": ctx.save_counterexample("thm4_nm_counterexample", adversary.thm4_nm_counterexample()),
-         "figure": ctx.figures.get("13", [])})
+         "figure": ctx.figure_files("11", "13", "14")})
 
 
 @decides("thm4-persistence", flips={
@@ -523,7 +523,7 @@ def thm4_threshold(ctx: Context) -> Computed:
                                 "tail_bound": r.alg_cost, "rlruh_regret": r.params["rlruh_regret"]}
                                for r in table.rows if r.params["feasible"]]},
                     {"tau_star": "|union_s H_s(rho tau*)| = k"},
-                    {"test": "theorems/test_thm4_persistence.py::test_threshold_recipe"})
+                    {"test": "theorems/test_thm4_persistence.py::test_threshold_recipe", "figure": ctx.figure_files("13")})
 
 
 @decides("thm4-threshold", flips={

@@ -15,7 +15,7 @@ statistics from the hit rates in the values (:func:`~theorems.results.blocks.swe
 from __future__ import annotations
 
 from figures.published_data import load_published
-from theorems.results.blocks import (ALPHAS, FLAT_PTS, MARGIN_PTS, PAGE_READING, READINGS, STUDY_SIZES, block_study,
+from theorems.results.blocks import (ALPHAS, READINGS, STUDY_SIZES, block_study,
                                      persistence_effect, sweep_shape)
 
 from .registry import Computed, Context, Decision, claim, decides, edit, fmt

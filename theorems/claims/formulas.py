@@ -38,7 +38,7 @@ def eq2(ctx: Context) -> Computed:
                                                                                   "GB": ctx32 / GB},
          "70B_cheaper_than_13B": p70 < p13, "70B_cheaper_than_7B": p70 < p7},
         {"per_token_7B_megabytes": 0.5, "cache_32K_gigabytes": 16, "70B_cheaper_than_13B": True},
-        {"test": "tests/test_formulas.py", "figure": ctx.figures.get("2", [])})
+        {"test": "tests/test_formulas.py", "figure": ctx.figure_files("2")})
 
 
 @decides("eq2-kv-bytes", flips={
@@ -85,7 +85,7 @@ def eq3(ctx: Context) -> Computed:
                        "reported_gain": reported[s]["value"], "reported_against": reported[s]["context"]}
                    for s in systems}},
         {"gain_k2000_S16000": 8, "explained_systems": ["H2O", "TOVA"]},
-        {"test": "tests/test_formulas.py", "figure": ctx.figures.get("6", []) + ctx.figures.get("15", []),
+        {"test": "tests/test_formulas.py", "figure": ctx.figure_files("3", "6", "15"),
          "data": "figures/data/published.json"})
 
 
@@ -152,7 +152,7 @@ def blk_ema(ctx: Context) -> Computed:
     return Computed({"exact": exact, "exact_rounded_3": [at_precision(x, 3) for x in exact],
                      "rounded_then_carried": carried, "raw_mean": sum(EMA_INPUTS) / len(EMA_INPUTS)},
                     {"ema": [0.023, 0.028, 0.042, 0.044, 0.059], "raw_mean": 0.26},
-                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figures.get("seed002", [])})
+                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figure_files("seed002")})
 
 
 @decides("blk-ema-table", flips={
@@ -222,7 +222,7 @@ def blk_priority(ctx: Context) -> Computed:
                                                                 3),
                      "B_evicted_before_A": b > a},
                     {"priority_A": 0.046, "priority_B": 0.848, "evicted": "B"},
-                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figures.get("seed002", [])})
+                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figure_files("seed002")})
 
 
 @decides("blk-priority-examples", flips={
@@ -258,7 +258,7 @@ def blk_matrix(ctx: Context) -> Computed:
                      "inputs": {n: {"score": s, "steps": age} for n, (s, age) in DECISION_CELLS.items()}},
                     {"priority": {"recent high score": 0.003, "system prompt": 0.266, "new block": 0.009,
                                   "filler": 0.963}},
-                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figures.get("seed002", [])})
+                    {"test": "tests/test_figure_page_numbers.py", "figure": ctx.figure_files("seed002")})
 
 
 @decides("blk-decision-matrix", flips={"filler at 0.9": (lambda v: edit(v, "priority/filler", 0.9), "refuted")})

@@ -82,6 +82,10 @@ class Context:
     def full(self) -> bool:
         return self.profile.name == "full"
 
+    def figure_files(self, *fig_ids: str) -> list[str]:
+        """The files of the figures that illustrate a claim (built this run), in the order given."""
+        return [p for f in fig_ids for p in self.figures.get(f, [])]
+
     def save_counterexample(self, name: str, trace) -> str:
         """Save ``trace`` as ``paper_check/counterexamples/<name>.npz`` under the output root; returns that path
         (relative to the root, so the report does not depend on where it was written)."""
