@@ -99,7 +99,7 @@ def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
     return np.random.default_rng(int(seed))
 
 
-def _takes_model(reset) -> bool:
+def takes_model(reset) -> bool:
     import inspect
 
     try:
@@ -144,7 +144,7 @@ class _Simulator:
         missing = [m for m in INTERFACE_METHODS if not callable(getattr(policy, m, None))]
         if missing:
             raise ParameterError(f"policy {self.name!r} lacks interface method(s) {missing}")
-        if _takes_model(policy.reset):
+        if takes_model(policy.reset):
             policy.reset(self.capacity, make_rng(seed), self.model)
         else:
             policy.reset(self.capacity, make_rng(seed))

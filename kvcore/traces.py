@@ -552,6 +552,12 @@ def _load_npz(p: Path) -> PagingTrace | AttentionTrace:
         raise _fail(src, f"unknown kind {kind!r} (expected 'paging' or 'attention')")
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> Path:
     """Write a trace atomically (a temporary file renamed into place: no partial file is ever left behind).
 
@@ -577,6 +583,7 @@ def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> 
             else:
                 np.savez_compressed(fh, kind="attention", indptr=trace.indptr, indices=trace.indices,
                                     weights=trace.weights, residual=trace.residual)
+        os.chmod(tmp, 0o666 & ~_umask())    # mkstemp creates 0600; a saved trace gets the user's normal mode
         os.replace(tmp, p)
     except BaseException:
         if os.path.exists(tmp):

@@ -45,7 +45,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvcore.engine import _takes_model, policy_name
+from kvcore.engine import takes_model, policy_name
 from kvcore.errors import ContractViolation, KVToolkitError, ParameterError
 
 from .registry import resolve
@@ -410,7 +410,7 @@ def _serve_run(conn, factory, message: list) -> None:
                     bits = getattr(np.random, state["bit_generator"])()
                     bits.state = state
                     rng = np.random.Generator(bits)
-                    policy.reset(k, rng, model) if _takes_model(policy.reset) else policy.reset(k, rng)
+                    policy.reset(k, rng, model) if takes_model(policy.reset) else policy.reset(k, rng)
                 elif kind == "admit":
                     policy.admit(op[1], op[2], op[3])
                 elif kind == "hit":
