@@ -120,9 +120,14 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
                 x, y, _ = zip(*pts[lab])
                 ax.plot(x, y, marker="o", ms=3, lw=1.3, color=colours(i % 10),
                         ls="--" if "decoding" in lab else "-", label=lab)
-            # the optimum at each prefill budget (decoding budgets have their own optimum points)
-            opt = sorted({(b, o) for lab in pts for b, _, o in pts[lab]})
-            ax.plot([b for b, _ in opt], [o for _, o in opt], "k:", marker="x", ms=4, lw=1.0, label="exact OPT")
+            # one optimum curve per charged window: prefill presses share theirs (rows after the prompt), decoding
+            # presses theirs (rows after --prefill); a head-wise press's optimum has per-head budgets (its table row)
+            for mode, ls in (("prefill", ":"), ("decoding", "-.")):
+                opt = sorted({(b, o) for res in runs if res["mode"] == mode
+                              for b, _, o in curve_points([res], group).get(_label(res), [])})
+                if opt:
+                    ax.plot([b for b, _ in opt], [o for _, o in opt], color="k", ls=ls, marker="x", ms=4, lw=1.0,
+                            label=f"exact OPT ({mode} presses)")
             ax.set_title(title)
             ax.set_xlabel("budget K (peak cache, tokens)")
             ax.set_yscale("symlog", linthresh=0.01)  # OPT is often 0: a log axis with a linear piece at 0
@@ -130,8 +135,8 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
         axes[0].set_ylabel("regret (stored mass lost)")
         handles, labs = axes[-1].get_legend_handles_labels()
         fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), fontsize=7.5, frameon=False)
-        fig.suptitle("kvpress presses vs the exact NM optimum at the same budget (charged: rows after the prefill)",
-                     fontsize=10)
+        fig.suptitle("kvpress presses vs the exact NM optimum at the same budget (charged: rows after the prefill; "
+                     "decoding presses, dashed, stream from the budget on)", fontsize=10)
         out_dir.mkdir(parents=True, exist_ok=True)
         paths = []
         for fmt, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
