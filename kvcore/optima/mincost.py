@@ -38,28 +38,33 @@ Backends
                     such as ``uniform(1, 2)`` it was seen not to terminate.
 
 Measurements (2-core machine shared with other jobs, load 5-9 throughout, so CPU seconds of the solving process
-are quoted; the benchmark ``python -m bench --skip ...`` in ``bench/optimum_child.py`` also reports wall seconds and
-peak RSS, and runs the pre-exact HiGHS path as ``baseline`` in the same run):
+are quoted; ``python -m bench --skip vs-lcs e2e memory startup mrc engine nm`` reports wall and CPU seconds and peak
+RSS of each optimum in its own process, and runs the pre-exact HiGHS path as ``baseline`` in the same run; README
+has one run's table):
 
 * What won.  The primal network simplex on the *contracted* NM network (one token node per token instead of a chain
-  node per entry, :mod:`kvcore.optima.nm_flow`), nodes numbered in time order, block size ``0.3 sqrt(m)``.
-  NM T = 5,000 / h = 256 (32 entries per row): 0.65 s CPU for the simplex against 8-9 s for HiGHS on the chain
-  network; NM T = 20,000 / h = 1,024: 9.7 s CPU (1.26 M pivots, 93 % degenerate) plus 1.5 s of network building and
-  exact verification, against ~80 s for HiGHS.  See the README for one benchmark run's wall-clock ratios.
-* What did not.  The same simplex on the chain network (T + 1 + nnz nodes): NM T = 5,000 21-33 s wall under load
-  against 22.7 s for HiGHS in the same conditions (trees deep along the 640 k chain nodes, 99 % degenerate pivots);
-  contracting the chains made it 10x faster.  Nodes numbered line first, tokens after: 1.7x slower than time order
-  (cache misses along tree paths).  Block sizes 0.1 / 0.2 / 0.3 / 0.5 / 1.0 sqrt(m) at NM T = 20,000: 9.6 / 8.4 /
-  8.8 / 9.8 / 10.9 s CPU (flat; 0.3 kept).  Warm starts: the future-mass heuristic's schedule as starting flow
-  (its basis: the free line arcs plus each token hung by its take or first exit arc) needed 231 k pivots against
-  209 k from the artificial star at NM T = 5,000 (the heuristic is 20 % off in retained mass, and every pivot that
-  repairs the duals is still needed); the whole line as the starting tree, 454 k against 251 k.  Successive shortest
-  paths (Dijkstra with potentials, stopping at the sink) on the contracted network: NM T = 20,000 75 s wall (each of
-  the 1,024 rounds settles ~37 k of the 40 k nodes); on RM T = 10^5 68 s wall against 23 s for the simplex.
-  Redundant cost-0 "express" arcs over the RM line (to shorten tree paths): 7.0-7.5 s against 7.7 s CPU, dropped.
-* RM is not faster.  RM T = 10^5 / h = 1,000: simplex 7.5 s CPU, HiGHS 8.4 s CPU (parity); each pivot walks
-  ~1,400 tree nodes (the RM network is a single time line, so cycles follow long stretches of it) and 2,000
-  potentials.  Its gain is exactness (integer costs fit int64, so the answer needs no verification) and memory.
+  node per entry, :mod:`kvcore.optima.nm_flow`), nodes numbered in time order, arcs priced node by node (NM) or by
+  head time (RM), blocks of ``0.1 sqrt(m)`` arcs.  NM T = 20,000 / h = 1,024 (32 entries per row): 7.2 s CPU in all
+  (0.85 M pivots, ~93 % degenerate, plus ~1.5 s of network building and exact verification) against 89 s CPU for
+  HiGHS on the chain network; NM T = 5,000 / h = 256: 1.0 s against 8.7 s; peak memory 3.9x lower at T = 20,000.
+* What did not.  The same simplex on the chain network (T + 1 + nnz nodes): NM T = 5,000 21-33 s wall against 22.7 s
+  for HiGHS in the same conditions (trees deep along the 640 k chain nodes, 99 % degenerate pivots); contracting the
+  chains made it 10x faster.  Nodes numbered line first, tokens after: 1.7x slower than time order (cache misses
+  along tree paths).  Pricing order at NM T = 5,000: construction order (line, take, exit arcs) 1.0 s, by head 2x
+  slower, by tail node 0.44 s; at RM T = 10^5: construction order 7.1 s, by tail 5.6 s, by head 4.4-4.8 s.  Block
+  sizes 0.1 / 0.3 / 1.0 sqrt(m): NM T = 20,000 5.9 / 6.6 / 8.8 s, RM T = 10^5 4.4 / 4.9 / 5.5 s CPU.  Warm starts:
+  the future-mass heuristic's schedule as starting flow (basis: the free line arcs plus each token hung by its take
+  or first exit arc) needed 231 k pivots against 209 k from the artificial star at NM T = 5,000 (the heuristic is
+  20 % off in retained mass, and the pivots that repair the duals are needed anyway); the whole line as the starting
+  tree, 454 k against 251 k.  Successive shortest paths (Dijkstra with potentials, stopping at the sink) on the
+  contracted network: NM T = 20,000 75 s wall (each of the 1,024 rounds settles ~37 k of the 40 k nodes); RM
+  T = 10^5 68 s wall against 23 s for the simplex.  Redundant cost-0 "express" arcs over the RM line (to shorten tree
+  paths): 7.0-7.5 s against 7.7 s CPU.  Dropping RM gap arcs that provably need not be kept (``>= h - |Q_t|`` cheaper
+  nested gaps across one step): at most 7.5 % of the long gaps qualify on the bench trace, not pursued.
+* RM gains less.  RM T = 10^5 / h = 1,000: 4.5 s CPU against 9.4 s for HiGHS; RM T = 10^6: see the README (HiGHS
+  483 s CPU, 3.3 GB).  The RM network is a single time line with a gap arc per pair of consecutive requests, so every
+  simplex cycle follows long stretches of the line (~1,400 tree nodes per pivot at T = 10^5, more at 10^6), and the
+  NM contraction has no RM counterpart (each gap is an independent choice).
 * Exactness costs little: the NM weights' exact integers have ~80 bits, the simplex runs once on rounded costs and
   the exact verification (potentials along the final tree, every reduced cost, in Python integers) takes ~1 s at
   NM T = 20,000; refinement rounds happen on near ties only (tests force them by shrinking the int64 range).
@@ -289,10 +294,11 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     from scipy.optimize import linprog
 
     top = bit_length(net.cost)
-    # costs scaled by 2**-top into [-1, 1]; float() of an exact integer rounds to the nearest double, which only
-    # perturbs what HiGHS optimizes, never the certificate below
-    scaled = np.ldexp(np.array([float(c) for c in net.cost.tolist()]) if net.cost.dtype == object
-                      else net.cost.astype(np.float64), -top)
+    # costs scaled by 2**-top into [-1, 1] (shifted to at most 62 bits first: an integer of 1,100+ bits has no float);
+    # rounding here only perturbs what HiGHS optimizes, never the certificate below
+    drop = max(0, top - 62)
+    scaled = np.ldexp(np.array([float(c >> drop) for c in net.cost.tolist()]) if net.cost.dtype == object
+                      else net.cost.astype(np.float64), drop - top)
     res = linprog(scaled, A_eq=_incidence(net), b_eq=net.supply.astype(np.float64),
                   bounds=np.column_stack([net.lower, net.cap]).astype(np.float64), method="highs-ds",
                   options={"simplex_dual_edge_weight_strategy": "devex"})  # measured faster, see module docstring
