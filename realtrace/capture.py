@@ -51,8 +51,8 @@ from .model import (CONTEXT, MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, N_LAYERS,
 from .prompts import builtin_continuation, builtin_prompt, derived_segments, parse_builtin
 from .traceset import TraceSetWriter
 
-__all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "N_LAYERS", "REAL_EXTRA_HINT", "MissingExtra", "add_arguments",
-           "blocked_attention", "capture", "main", "model_path", "parse_layers", "run", "sparsify_rows"]
+__all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "N_LAYERS", "REAL_EXTRA_HINT", "MissingExtra",
+           "add_arguments", "blocked_attention", "capture", "main", "model_path", "parse_layers", "run", "sparsify_rows"]
 
 ATTENTION_NAME = "kvtrace_blocked"
 DEFAULT_BLOCK_ROWS = 256

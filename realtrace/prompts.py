@@ -77,7 +77,8 @@ PROMPTS: dict[str, list[tuple[str, str]]] = {
 # sentence that points back at the start, so the suffix must read the sleeper tokens (greedy decoding by this small
 # model does not reliably retrieve the code, so forcing the right answer is what makes the suffix depend on them).
 CONTINUATIONS: dict[str, str] = {
-    "recall-answer": f" {RECALL_CODE}. It was given in the first line, before the passage about the valley and its mill.",
+    "recall-answer": (f" {RECALL_CODE}. It was given in the first line, before the passage about the valley and its "
+                      "mill."),
     "needles-answer": " 8 2 6 0 5. It was the first of the five codes, given near the start of the reference text.",
 }
 
