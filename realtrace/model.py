@@ -129,7 +129,7 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    transformers.utils.logging.disable_progress_bar()  # the loader's per-tensor bars; ours is one line
+    transformers.utils.logging.disable_progress_bar()  # the weight loader's bars (the GGUF reader keeps its own)
     torch.set_num_threads(threads)
     if say is not None:
         say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
