@@ -61,16 +61,15 @@ def nm_opt(trace: AttentionTrace, capacity: int, solver: str = DEFAULT_SOLVER, r
     tok, step, w = entries_by_token(trace)
     nnz = tok.size
     tokens, first = np.unique(tok, return_index=True)
+    counts = np.diff(np.append(first, nnz))  # entries per token
     exact, unit = exact_integers(w)
     # prefix mass of each token's entries up to and including entry j, exactly: a cumulative sum restarted per token
     run = np.cumsum(as_objects(exact) if bit_length(exact) + nnz.bit_length() > 62 else exact)
-    base = np.repeat(run[first] - exact[first], np.diff(np.append(first, nnz)))
-    prefix = run - base
+    prefix = run - np.repeat(run[first] - exact[first], counts)
     # nodes in time order, each token's node right after its arrival's line node: the simplex walks the tree along
     # time, and this layout keeps those walks in cache (measured 1.7x faster than line nodes first)
     line_node = np.arange(T + 1, dtype=np.int64) + np.searchsorted(tokens, np.arange(T + 1))
     token_node = line_node[tokens] + 1
-    counts = np.diff(np.append(first, nnz))
     n_take = tokens.size
     supply = np.zeros(T + 1 + n_take, dtype=np.int64)
     supply[line_node[0]] += h  # a T = 0 trace has one node, where the two cancel
