@@ -123,12 +123,12 @@ class Table:
 def evaluate(result: str, policy: Any, trace: PagingTrace | AttentionTrace, k: int, *, model: str = "rm",
              h: int | None = None, workload: str = "", seeds: Iterable[int] = (0,), bound: float | None = None,
              bound_on: str = "ratio", theta: float = 0.1, opt_cost: float | None = None,
-             params: dict | None = None) -> Row:
+             params: dict | None = None, confidence: float = 0.95) -> Row:
     """Measure ``policy`` (an instance, class or zero-argument factory) with cache ``k`` against OPT with cache ``h``
     and return its row.  ``bound_on`` says what ``bound`` limits: ``"ratio"``, ``"cost"`` (e.g. a regret bound) or
     ``"gap"`` (the NM tracking gap); ``holds`` is :meth:`kvcore.measure.Measurement.within` (randomized policies
     are judged at the lower end of the seed mean's confidence interval)."""
-    m = measure(policy, trace, k, h, model=model, seeds=seeds, theta=theta, opt=opt_cost)
+    m = measure(policy, trace, k, h, model=model, seeds=seeds, theta=theta, opt=opt_cost, confidence=confidence)
     return Row.of(result, m, workload, bound, None if bound is None else m.within(bound, bound_on), params)
 
 

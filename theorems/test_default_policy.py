@@ -17,7 +17,7 @@ from theorems.results.practice import compared_policy, default_policy_table, gda
 T, K = 200, 16
 
 
-def test_default_is_safe_on_decoy_and_sleeper_and_no_worse_than_h2o_on_benign():
+def test_default_is_safe_on_decoy_and_sleeper_and_no_worse_than_h2o_on_small_benign_traces():
     table = default_policy_table(T, K, seeds=4)
     by = {}
     for r in table.rows:
@@ -28,6 +28,17 @@ def test_default_is_safe_on_decoy_and_sleeper_and_no_worse_than_h2o_on_benign():
     for w, rows in by.items():
         if rows["Default"].params["kind"] == "benign":
             assert rows["Default"].ci_high <= rows["H2O"].alg_cost + 1e-9, (w, rows["Default"], rows["H2O"])
+
+
+def test_default_loses_to_h2o_on_a_long_persistent_trace():
+    """The counterexample behind the default-policy verdict: on the benign persistent trace with 4 sinks at
+    T = 2000, k = 128 the Section 10 default (floor k/4, 4 sinks) loses more attention mass than H2O, every seed."""
+    from adversary import adversarial_and_benign
+
+    tr = adversarial_and_benign(2000, 128)["persistent sinks=4"][1]
+    default = measure(compared_policy("Default", 128), tr, 128, model="nm", seeds=range(4), with_opt=False)
+    h2o = measure(compared_policy("H2O", 128), tr, 128, model="nm", with_opt=False)
+    assert min(default.costs) > h2o.cost, (default.costs, h2o.cost)
 
 
 def test_adaptive_nm_adversary_defeats_every_policy():

@@ -15,7 +15,7 @@ from kvcore.formulas import harmonic
 from kvcore.measure import measure
 from kvcore.optima.access_graph import access_graph_ratio
 from theorems.results.practice import (access_graph_table, adaptive_budget_table, default_policy_table,
-                                       gda_validation, random_tiebreak_table, sink_traces, sinks_pinning_table,
+                                       default_policy_traces, gda_validation, random_tiebreak_table, sink_traces, sinks_pinning_table,
                                        sinks_positive_control)
 from theorems.tables import cached
 
@@ -276,7 +276,7 @@ def adaptive_budget_decide(v: dict, e: dict) -> Decision:
 
 @claim("default-policy", "§10", "Recency floor + pinned sinks + decayed score + random ties is safe on adversarial "
        "traces and loses nothing on benign traces.",
-       sizes={"T": (600, 2000), "k": (32, 128), "seeds": (8, 8), "real_traces": (1, -1)})
+       sizes={"T": (2000, 2000), "k": (128, 128), "seeds": (8, 8), "real_traces": (1, -1)})
 def default_policy(ctx: Context) -> Computed:
     T, k = ctx.sizes["T"], ctx.sizes["k"]
     table = cached(default_policy_table, T=T, k=k, seeds=ctx.sizes["seeds"], real=ctx.sizes["real_traces"])
@@ -284,9 +284,14 @@ def default_policy(ctx: Context) -> Computed:
     for r in table.rows:
         cell = by.setdefault(r.workload, {"kind": r.params["kind"], "opt": r.opt_cost, "regret": {}})
         cell["regret"][r.policy] = r.alg_cost
+    evidence = {"test": "theorems/test_default_policy.py"}
+    worse = sorted(n for n, c in by.items() if c["kind"] == "benign" and c["regret"]["Default"] > c["regret"]["H2O"])
+    if worse:
+        traces = default_policy_traces(T, k, ctx.sizes["real_traces"])
+        evidence["default_worse_than_h2o"] = ctx.save_counterexample(
+            "default_policy_" + worse[0].replace(" ", "_").replace("=", ""), traces[worse[0]][1])
     return Computed({"workloads": by, "T": T, "k": k, "default_params": {"recent": max(1, k // 4), "n_sinks": 4}},
-                    {"adversarial": "safe", "benign": "no measurable loss"},
-                    {"test": "theorems/test_default_policy.py"})
+                    {"adversarial": "safe", "benign": "no measurable loss"}, evidence)
 
 
 @decides("default-policy", flips={
@@ -320,6 +325,7 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         parts.append(f"'no loss' holds against H2O but not against every policy: on {worst} the best other policy "
                      f"has {vs_best[worst]:.1%} less regret")
     verdict = "refuted" if not (safe and no_loss_h2o) else ("holds-with-correction" if parts else "holds")
+    losses = {n: d for n, d in vs_h2o.items() if d > 1e-9}
     return Decision(
         verdict,
         f"Default's regret on decoy-and-sleeper is {fmt(obl['regret']['Default'])} (ACC {fmt(obl['regret']['ACC'])}, "
@@ -327,7 +333,9 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         f"{no_loss_h2o}; relative to the best other policy: "
         + ", ".join(f"{n}: {x:+.1%}" for n, x in vs_best.items())
         + f"; the adaptive NM adversary drives all {len(adaptive)} policies to regret >= {fmt(floor)}: "
-          f"{everyone_loses}.",
+          f"{everyone_loses}." + ("  Default loses more than H2O on " + ", ".join(
+              f"{n} (+{fmt(d, 3)})" for n, d in losses.items()) + " (k = " + str(v["k"]) + ", T = " + str(v["T"])
+              + ")." if losses else ""),
         correction="; ".join(parts) + "." if verdict == "holds-with-correction" else None)
 
 
