@@ -334,6 +334,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--no-answer", action="store_true", help="skip the greedy answer check")
     ap.add_argument("--out", default="press_report", help="with --all: the report folder (default press_report)")
+    ap.add_argument("--presses", default=None,
+                    help="with --all: comma-separated press names (default: " + ",".join(ALL_PREFILL) + "; those "
+                         "among " + ",".join(ALL_DECODING) + " also run decoding)")
+    ap.add_argument("--ratios", default="0.5,0.75,0.9,0.95", help="with --all: prefill compression ratios")
+    ap.add_argument("--decoding-budgets", default="64,128",
+                    help="with --all: DecodingPress sizes ('none' for no decoding runs)")
     ap.add_argument("--threads", type=int, default=1,
                     help="torch threads (default 1: a press run is mostly one-token steps, which a second thread "
                          "slows down on a busy machine)")
@@ -349,7 +355,11 @@ def run(args: argparse.Namespace, prog: str = "press") -> int:
                 raise ParameterError("give a press NAME or --all, not both")
             from .press_board import leaderboard
 
-            board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say)
+            names = [press_spec(n).name for n in args.presses.split(",")] if args.presses else list(ALL_PREFILL)
+            board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say,
+                                ratios=_numbers(args.ratios, float, "--ratios"),
+                                decoding_budgets=_numbers(args.decoding_budgets, int, "--decoding-budgets"),
+                                prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING))
             sys.stdout.write(json.dumps(board["summary"], indent=1) + "\n" if args.json else board["markdown"] + "\n")
             return 0
         if args.name is None:
@@ -365,6 +375,15 @@ def run(args: argparse.Namespace, prog: str = "press") -> int:
         return 130
     sys.stdout.write((json.dumps(res, indent=1) if args.json else format_result(res)) + "\n")
     return 0
+
+
+def _numbers(text: str, kind, what: str) -> tuple:
+    if text.strip().lower() == "none":
+        return ()
+    try:
+        return tuple(kind(x) for x in text.split(","))
+    except ValueError:
+        raise ParameterError(f"{what} {text!r}: not a comma-separated list of numbers") from None
 
 
 def main(argv: list[str] | None = None, prog: str = "realtrace press") -> int:

@@ -178,3 +178,23 @@ def test_tova_and_observed_attention_keep_their_rule_and_differ_from_the_toolkit
             want = set(torch.topk(score, n_kept).indices.tolist())
             # the model's float32 scores may order near-ties differently from this float64 recomputation
             assert len(got ^ want) <= 4, (layer, g, sorted(got ^ want))
+
+
+@pytest.mark.slow
+def test_leaderboard_command_writes_figure_table_and_json(tmp_path):
+    needs_extras()
+    out = tmp_path / "board"
+    r = subprocess.run([sys.executable, "-m", "realtrace", "press", "--all", "--presses", "TOVA,Knorm", "--ratios",
+                        "0.9", "--decoding-budgets", "128", "--out", str(out), "--json"], capture_output=True,
+                       text=True, timeout=3000)
+    assert r.returncode == 0, r.stderr[-2000:]
+    summary = json.loads(r.stdout)
+    assert [s["press"] for s in summary] and {s["press"] for s in summary} == {"TOVA", "Knorm", "TOVA (decoding)"}
+    assert sorted(p.name for p in out.iterdir()) == ["press_leaderboard.json", "press_leaderboard.md",
+                                                      "press_regret_vs_budget.png", "press_regret_vs_budget.svg"]
+    md = (out / "press_leaderboard.md").read_text()
+    assert "| 1 |" in md and "only what the trace stores is charged" in md
+    runs = json.loads((out / "press_leaderboard.json").read_text())["runs"]
+    for res in runs:
+        for row in res["traces"]:
+            assert row["press"] >= row["opt"] - row["opt_gap_bound"] - 1e-9
