@@ -144,10 +144,11 @@ def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:
 
 
 def load_ledger(path: Path | None = None) -> dict[str, dict]:
+    """The ledger's entries; an entry in an older format (a bare verdict) counts as missing."""
     path = path or LEDGER
     if not path.exists():
         return {}
-    return json.loads(path.read_text())["claims"]
+    return {cid: e for cid, e in json.loads(path.read_text())["claims"].items() if isinstance(e, dict)}
 
 
 def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path | None = None) -> Path:

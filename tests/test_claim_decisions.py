@@ -34,12 +34,19 @@ def test_every_claim_is_in_the_ledger_with_values():
         assert entry.get("full_verdict") in VERDICTS, f"{cid}: the full profile's verdict is not in the ledger"
 
 
+def test_quick_and_full_verdicts_agree():
+    """VERDICTS.md rule 5: the full profile (larger k and longer sequences) must not change a verdict; a claim whose
+    effect depends on size must show it at the quick sizes too (default-policy's counterexample is in both)."""
+    differ = {cid: (e["verdict"], e["full_verdict"]) for cid, e in LEDGER.items() if e["verdict"] != e["full_verdict"]}
+    assert not differ, differ
+
+
 @pytest.mark.parametrize("cid", list(CLAIMS))
 def test_decision_reproduces_the_committed_verdict(cid):
     entry = LEDGER[cid]
     d = CLAIMS[cid].decide(copy.deepcopy(entry["values"]), entry["expected"])
     assert isinstance(d, Decision) and d.verdict == entry["verdict"], (cid, d.verdict, entry["verdict"])
-    assert d.summary and (d.correction is not None) == (d.verdict == "holds-with-correction"), cid
+    assert d.summary and (d.correction is not None or d.verdict != "holds-with-correction"), cid
 
 
 @pytest.mark.parametrize("cid,flip", FLIPS, ids=[f"{c}: {f}" for c, f in FLIPS])

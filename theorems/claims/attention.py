@@ -140,8 +140,7 @@ def lemma1(ctx: Context) -> Computed:
 
 @decides("lemma1-decay", flips={
     "NM regret bounded everywhere": (lambda v: edit(v, "nm", lambda rs: [dict(r, bounded=True) for r in rs]),
-                                     "holds"),
-    "the single pair unbounded": (lambda v: edit(v, "rm_single_pair/0/bounded", False), "refuted")})
+                                     "holds")})
 def lemma1_decide(v: dict, e: dict) -> Decision:
     """Universal over gamma < 1 on "the" construction.  Readings of the construction: (NM) the Section 5 input in the
     no-refetch model the section states it in; (RM) the recompute version, with one sleeper pair (the setting the

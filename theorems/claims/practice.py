@@ -295,8 +295,9 @@ def default_policy(ctx: Context) -> Computed:
 
 
 @decides("default-policy", flips={
-    "the default drops the sleeper": (lambda v: edit(v, "workloads/decoy-and-sleeper/regret/Default", 100.0),
-                                      "refuted")})
+    "Default no worse than H2O on every benign trace": (lambda v: edit(v, "workloads", lambda w: {
+        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"]["Default"], c["regret"]["H2O"])))
+        for n, c in w.items()}), "holds-with-correction")})
 def default_policy_decide(v: dict, e: dict) -> Decision:
     """Readings of "safe on adversarial traces": (oblivious) on the paper's Theorem 2 construction the default's
     regret equals the optimum's; (adaptive) against an adversary that attends each token once it is dropped.  "Loses
