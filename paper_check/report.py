@@ -71,15 +71,21 @@ def write_atomic(path: Path, text: str) -> None:
 
 @contextmanager
 def sigint_held():
-    """Hold SIGINT back (it is delivered when the block ends) so that a sequence of renames is not cut in half."""
-    if not hasattr(signal, "pthread_sigmask"):
+    """Hold Ctrl-C back while a sequence of renames runs, so that it is never cut in half: a SIGINT arriving inside
+    the block is remembered and raised as KeyboardInterrupt when the block ends.  (A Python-level handler, not a
+    signal mask: the mask of one thread does not stop the kernel from delivering SIGINT to another.)"""
+    received = []
+    try:
+        previous = signal.signal(signal.SIGINT, lambda signum, frame: received.append(signum))
+    except ValueError:   # not the main thread: nothing to hold
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        signal.signal(signal.SIGINT, previous)
+    if received:
+        raise KeyboardInterrupt
 
 
 class Staging:

@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from kvcore.errors import ParameterError
@@ -198,3 +199,33 @@ def test_leaderboard_command_writes_figure_table_and_json(tmp_path):
     for res in runs:
         for row in res["traces"]:
             assert row["press"] >= row["opt"] - row["opt_gap_bound"] - 1e-9
+
+
+@pytest.mark.slow
+def test_knorm_keeps_the_smallest_key_norms_and_snapkv_its_window(model, traces):
+    """KnormPress keeps, per KV head, the positions whose cached (post-RoPE) key has the smallest L2 norm (Devoto
+    et al.); recomputed from a plain prefill's cache.  SnapKVPress keeps its whole 64-query observation window when
+    the budget allows (ratio 0.5) and, when it does not (ratio 0.9 keeps 58 of 588), nothing but positions of that
+    window: every window score is padded to the same maximum, so no sink or older position survives."""
+    import kvpress
+    import torch
+
+    P = traces.segments["continuation"][0]
+    ids = traces.meta["tokens"][:P]
+    cache = model.new_cache()
+    model.forward(ids, cache)
+    knorm = run_record(model, kvpress.KnormPress(compression_ratio=0.5), traces, P)
+    snap_half = run_record(model, kvpress.SnapKVPress(compression_ratio=0.5), traces, P)
+    snap_tight = run_record(model, kvpress.SnapKVPress(compression_ratio=0.9), traces, P)
+    window = set(range(P - 64, P))
+    for layer in (0, 9, 19, 29):
+        norms = cache.layers[layer].keys[0].double().norm(dim=-1)  # (KV heads, P)
+        for g in range(3):
+            kept = kept_at(knorm, layer, g)[1]
+            dropped = np.setdiff1d(np.arange(P), kept)
+            assert kept.size == int(P * 0.5)
+            # every kept key is at most as long as every dropped one (up to float32 rounding of the press's norms)
+            assert norms[g, kept].max() <= norms[g, dropped].min() * (1 + 1e-6)
+            assert window <= set(kept_at(snap_half, layer, g)[1].tolist())
+            tight = set(kept_at(snap_tight, layer, g)[1].tolist())
+            assert len(tight) == int(P * 0.1) and tight <= window

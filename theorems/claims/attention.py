@@ -243,8 +243,7 @@ def topic_decide(v: dict, e: dict) -> Decision:
 def thm3(ctx: Context) -> Computed:
     table = cached(RA.thm3_attention_table, seeds=ctx.sizes["seeds"], T=ctx.sizes["T"])
     free, charged, literal, varying = cached(RA.thm3_counterexamples).rows
-    evidence = {"test": "theorems/test_thm3_gda.py (hypothesis: weighted multi-request paging traces, attention-"
-                        "built RM traces)", "figure": ctx.figure_files("10")}
+    evidence = {"test": "theorems/test_thm3_gda.py", "figure": ctx.figure_files("10")}
     if free.holds:
         evidence["free_arrival_counterexample"] = ctx.save_counterexample(
             "thm3_free_arrivals_decoy_stream", adversary.decoy_and_sleeper_rm(free.k, free.params["priming"],

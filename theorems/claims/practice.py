@@ -176,7 +176,7 @@ def sinks_pinning(ctx: Context) -> Computed:
     for name, table, trs in (("workloads", sinks_pinning_table(traces, z["k"]), traces),
                              ("positive_control", sinks_pinning_table(control, z["control_k"]), control)):
         runs = [{"trace": r.workload, "rule": r.params["rule"], "sinks": r.params["sinks"],
-                 "n_pinned": r.params["n_pinned"], "unpinned": r.params["unpinned_regret"],
+                 "unpinned": r.params["unpinned_regret"],
                  "pinned": r.params["pinned_regret"], "unpinned_sink_drops": r.params["unpinned_sink_drops"],
                  "opt": r.opt_cost, "opt_sink_loss": r.params["opt_sink_loss"]}
                 for r in table.rows if not r.policy.endswith("+sinks")]
@@ -221,7 +221,7 @@ def sinks_pinning_decide(v: dict, e: dict) -> Decision:
     dropped = [r for r in runs if r["unpinned_sink_drops"] > 0]
     best = max(control, key=lambda r: r["unpinned"] - r["pinned"], default=None)
     summary = (f"Sinks measured per trace ({len(runs) // max(1, len({r['rule'] for r in runs}))} traces with sinks; "
-               f"{len(v['workloads']['traces_without_sinks'])} without, skipped), the first max(sink)+1 tokens pinned: "
+               f"{len(v['workloads']['traces_without_sinks'])} without, skipped), exactly the measured sinks pinned: "
                f"pinning lowered an importance rule's NM regret on {len(helps)} and raised it on {len(hurts)} of "
                f"{len(runs)} rule/trace runs (k = {v['workloads']['k']}); the unpinned rules dropped a sink on "
                f"{len(dropped)}.  Positive control (sinks paused 10 of every 50 rows, k = {v['positive_control']['k']}): "

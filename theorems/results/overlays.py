@@ -115,8 +115,8 @@ def ratio_interval(row: Row) -> tuple[float | None, float | None]:
     if lo is None or hi is None:
         return None, None
     if row.opt_cost > 0 and lo <= row.alg_cost <= hi and not lo <= row.ratio <= hi:
-        return lo / row.opt_cost, hi / row.opt_cost
-    return lo, hi
+        lo, hi = lo / row.opt_cost, hi / row.opt_cost
+    return max(lo, 0.0), hi   # a cost is never negative: a wide interval is cut at 0
 
 
 def fig8_overlay(sizes: dict) -> dict:

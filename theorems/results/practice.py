@@ -186,28 +186,27 @@ def sinks_pinning_table(traces: dict, k: int, rules=None) -> Table:
     NM regret against the exact NM optimum, on every trace of ``traces`` (name -> AttentionTrace) that has sinks.
 
     The sinks are measured from the trace (:func:`adversary.attention_sinks`: initial tokens that receive a share of
-    most rows), and the registered ``SinkPinned`` wrapper pins the first ``n = max(sinks) + 1`` tokens -- a head
-    with one sink gets one pinned token, not a fixed four.  ``params``: the sinks, ``n_pinned``, the unpinned rule's
-    regret and the sink tokens it dropped (pinning can only help where that is positive), and the mass the exact
-    optimum itself loses on the sinks (the paper says the optimal policy pins them)."""
+    most rows), and the registered ``SinkPinned`` wrapper pins exactly those tokens -- a head with one sink gets one
+    pinned token, not a fixed four.  ``params``: the sinks, the unpinned rule's regret and the sink tokens it dropped
+    (pinning can only help where that is positive), and the mass the exact optimum itself loses on the sinks (the
+    paper says the optimal policy pins them)."""
     rules = importance_rules() if rules is None else list(rules)
     table = Table("sinks-pinning", "pinning the measured attention sinks lowers an importance rule's NM regret")
     for wname, tr in traces.items():
         sinks = attention_sinks(tr)
         if not sinks:
             continue
-        n = max(sinks) + 1
         opt = nm_opt(tr, k, record=True)
-        opt_sink_loss = float(schedule_regret(tr, opt.evictions, tokens=range(0, n)).sum())
+        opt_sink_loss = float(sum(schedule_regret(tr, opt.evictions, tokens=range(i, i + 1)).sum() for i in sinks))
         for rule in rules:
             plain = run(policies.make(rule), tr, k, "nm", record=True)
-            drops = sum(1 for _, i in plain.evictions if i < n)
-            pinned = measure(policies.resolve("SinkPinned", {"policy": rule, "n_sinks": n}), tr, k, model="nm",
+            drops = sum(1 for _, i in plain.evictions if i in sinks)
+            pinned = measure(policies.resolve("SinkPinned", {"policy": rule, "sinks": sinks}), tr, k, model="nm",
                              opt=opt).cost
             for label, cost in ((rule, plain.cost), (f"{rule}+sinks", pinned)):
                 table.add(Row(table.result, label, "nm", wname, k, k, cost, opt.cost, ratio(cost, opt.cost),
                               tracking_gap=cost - opt.cost,
-                              params={"rule": rule, "sinks": sinks, "n_pinned": n, "unpinned_regret": plain.cost,
+                              params={"rule": rule, "sinks": sinks, "unpinned_regret": plain.cost,
                                       "pinned_regret": pinned, "unpinned_sink_drops": drops,
                                       "opt_sink_loss": opt_sink_loss}))
     return table
