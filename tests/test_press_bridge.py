@@ -208,7 +208,6 @@ def test_knorm_keeps_the_smallest_key_norms_and_snapkv_its_window(model, traces)
     the budget allows (ratio 0.5) and, when it does not (ratio 0.9 keeps 58 of 588), nothing but positions of that
     window: every window score is padded to the same maximum, so no sink or older position survives."""
     import kvpress
-    import torch
 
     P = traces.segments["continuation"][0]
     ids = traces.meta["tokens"][:P]
