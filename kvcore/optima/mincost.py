@@ -44,9 +44,11 @@ has one run's table):
 
 * What won.  The primal network simplex on the *contracted* NM network (one token node per token instead of a chain
   node per entry, :mod:`kvcore.optima.nm_flow`), nodes numbered in time order, arcs priced node by node (NM) or by
-  head time (RM), blocks of ``0.1 sqrt(m)`` arcs.  NM T = 20,000 / h = 1,024 (32 entries per row): 7.2 s CPU in all
-  (0.85 M pivots, ~93 % degenerate, plus ~1.5 s of network building and exact verification) against 89 s CPU for
-  HiGHS on the chain network; NM T = 5,000 / h = 256: 1.0 s against 8.7 s; peak memory 3.9x lower at T = 20,000.
+  head time (RM), blocks of ``0.1 sqrt(m)`` arcs.  One benchmark run, ours against the pre-exact HiGHS path, CPU
+  seconds (wall) and peak RSS: NM T = 20,000 / h = 1,024 (32 entries per row) 7.1 s (10.2 s) and 474 MB against
+  87 s (111 s) and 1.8 GB: 12.3x; NM T = 5,000 / h = 256 1.0 s against 8.5 s: 8.7x; RM T = 10^5 / h = 1,000 4.6 s
+  against 9.2 s: 2.0x; RM T = 10^6 173 s (236 s) and 548 MB against 457 s (610 s) and 3.2 GB: 2.6x.  Same costs
+  throughout.  The NM time includes ~1.5 s of network building and exact verification.
 * What did not.  The same simplex on the chain network (T + 1 + nnz nodes): NM T = 5,000 21-33 s wall against 22.7 s
   for HiGHS in the same conditions (trees deep along the 640 k chain nodes, 99 % degenerate pivots); contracting the
   chains made it 10x faster.  Nodes numbered line first, tokens after: 1.7x slower than time order (cache misses
@@ -61,10 +63,10 @@ has one run's table):
   T = 10^5 68 s wall against 23 s for the simplex.  Redundant cost-0 "express" arcs over the RM line (to shorten tree
   paths): 7.0-7.5 s against 7.7 s CPU.  Dropping RM gap arcs that provably need not be kept (``>= h - |Q_t|`` cheaper
   nested gaps across one step): at most 7.5 % of the long gaps qualify on the bench trace, not pursued.
-* RM gains less.  RM T = 10^5 / h = 1,000: 4.5 s CPU against 9.4 s for HiGHS; RM T = 10^6: see the README (HiGHS
-  483 s CPU, 3.3 GB).  The RM network is a single time line with a gap arc per pair of consecutive requests, so every
-  simplex cycle follows long stretches of the line (~1,400 tree nodes per pivot at T = 10^5, more at 10^6), and the
-  NM contraction has no RM counterpart (each gap is an independent choice).
+* RM gains less, and misses issue 16's 60 s at T = 10^6 (173 s CPU).  The RM network is a single time line with a
+  gap arc per pair of consecutive requests, so every simplex cycle follows long stretches of the line (at T = 10^5
+  each pivot climbs ~1,000 tree nodes and shifts ~1,450 potentials), and the NM contraction has no RM counterpart
+  (each gap is an independent choice).  Pricing by span (shorter gaps first) was tried: 8.4 s against 4.5 s.
 * Exactness costs little: the NM weights' exact integers have ~80 bits, the simplex runs once on rounded costs and
   the exact verification (potentials along the final tree, every reduced cost, in Python integers) takes ~1 s at
   NM T = 20,000; refinement rounds happen on near ties only (tests force them by shrinking the int64 range).
