@@ -1,9 +1,10 @@
 """Exact offline optima of the two cost models (SPEC section 3), the future-mass heuristic, brute-force references.
 
-``belady``   unit-cost paging, one request per step: furthest-in-future, ``O(T log h)``.
+``belady``   unit-cost paging, one request per step: furthest-in-future, ``O(T log h)`` (exact by Belady's exchange
+             argument, so its result is ``certified``).
 ``rm_opt``   recompute/paging model with per-request costs and several requests per step: min-cost flow.
-``nm_opt``   no-refetch model: min-cost flow on a sparse chain network with ``O(nnz)`` arcs; ``cost`` is the
-             optimum's regret (paper Eq. 4).
+``nm_opt``   no-refetch model: min-cost flow with each token's chain contracted to one node, ``O(nnz)`` arcs;
+             ``cost`` is the optimum's regret (paper Eq. 4).
 ``optimum``  dispatcher.
 ``future_mass_heuristic``  the paper's Section 4 "keep the k tokens with most future mass" rule (NM; not optimal).
 ``furthest_next_heuristic``  the paper's Section 4 "evict the furthest next above-threshold attention" rule (RM;

@@ -37,7 +37,7 @@ def belady(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult
         raise ParameterError(f"{trace.source}: Belady needs unit costs and one request per step; use rm_opt")
     if not record:
         misses, _ = kernels.simulate("belady", trace.items, h)
-        return OptResult(float(misses), misses, h, "rm", None, "belady", 0.0)
+        return OptResult(float(misses), misses, h, "rm", None, "belady", 0.0, certified=True)
     T = trace.T
     ids, seq = np.unique(trace.items, return_inverse=True)
     order = np.lexsort((np.arange(T), seq))
@@ -66,4 +66,4 @@ def belady(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult
         if len(heap) > 2 * h + 16:
             heap = [(neg, q) for neg, q in heap if key[q] == -neg]
             heapq.heapify(heap)
-    return OptResult(float(misses), misses, h, "rm", evictions, "belady", 0.0)
+    return OptResult(float(misses), misses, h, "rm", evictions, "belady", 0.0, certified=True)

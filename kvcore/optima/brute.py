@@ -64,7 +64,7 @@ def brute_rm(trace: PagingTrace, capacity: int) -> OptResult:
                     nxt[state] = step_cost
         table = nxt
     cost, misses = _best(table)
-    return OptResult(float(cost), misses, h, "rm", None, "brute")
+    return OptResult(float(cost), misses, h, "rm", None, "brute", certified=True)
 
 
 def brute_nm(trace: AttentionTrace, capacity: int) -> OptResult:
@@ -86,4 +86,4 @@ def brute_nm(trace: AttentionTrace, capacity: int) -> OptResult:
                     nxt[state] = value
         table = nxt
     regret, misses = _best(table)
-    return OptResult(float(regret), misses, h, "nm", None, "brute", 0.0, float(trace.residual.sum()))
+    return OptResult(float(regret), misses, h, "nm", None, "brute", 0.0, float(trace.residual.sum()), certified=True)
