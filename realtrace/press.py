@@ -32,6 +32,7 @@ import os
 import sys
 import time
 from dataclasses import dataclass, field
+from importlib.metadata import version
 from pathlib import Path
 
 import numpy as np
@@ -251,7 +252,6 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     check = None
     if press_answer is not None:
         check = answer_check(lm, ids[:n_prompt], press_answer, ts.meta.get("capture", {}).get("prompt")).as_dict()
-    import kvpress
     import transformers
 
     groups = {g: _totals([r for r in rows if r["group"] == g]) for g, _ in LAYER_GROUPS
@@ -266,15 +266,8 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
         "traces": rows, "total": _totals(rows), "groups": groups, "answer": check,
         "seconds": {"model": round(model_seconds, 2), "model_cpu": round(model_cpu, 2),
                     "evaluate": round(eval_seconds, 2)},
-        "versions": {"kvpress": kvpress.__version__ if hasattr(kvpress, "__version__") else _dist_version("kvpress"),
-                     "transformers": transformers.__version__},
+        "versions": {"kvpress": version("kvpress"), "transformers": transformers.__version__},
     }
-
-
-def _dist_version(dist: str) -> str:
-    from importlib.metadata import version
-
-    return version(dist)
 
 
 def _f(x) -> str:
