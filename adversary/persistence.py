@@ -240,6 +240,19 @@ def enforce_persistence(trace: AttentionTrace, rho: float, W: int, tau: float) -
     return out
 
 
+def cut_unchained(row: dict[int, float], t: int, chained: dict[int, int], cut: float, W: int) -> float:
+    """Cut, in place, every earlier token's entry ``>= cut`` in ``row`` (step ``t``) whose chain is broken -- its
+    last warm step in ``chained`` is more than ``W`` steps back, or it has none -- to ``cut / 2``; return the mass
+    removed.  The shared first step of :func:`enforce_chain_persistence` and
+    :func:`adversary.strategies.within_theorem4_premise`."""
+    excess = 0.0
+    for i, x in row.items():
+        if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
+            excess += x - cut / 2
+            row[i] = cut / 2
+    return excess
+
+
 def enforce_chain_persistence(trace: AttentionTrace, rho: float, W: int, tau: float) -> AttentionTrace:
     """Make a trace satisfy chain persistence (:func:`persistence_violations` with ``chain=True``) by capping.
 
@@ -254,11 +267,7 @@ def enforce_chain_persistence(trace: AttentionTrace, rho: float, W: int, tau: fl
     rows = []
     for t, idx, w in trace.rows():
         row = dict(zip(idx.tolist(), w.tolist()))
-        excess = 0.0
-        for i, x in row.items():
-            if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
-                excess += x - cut / 2
-                row[i] = cut / 2
+        excess = cut_unchained(row, t, chained, cut, W)
         if excess:
             row[t] = row.get(t, 0.0) + excess
         for i, x in row.items():

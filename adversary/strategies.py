@@ -20,7 +20,7 @@ from kvcore.traces import AttentionTrace, PagingTrace
 from ._build import attention_from_rows
 from .access_graphs import (cycle_access_graph, grid_access_graph, path_access_graph, random_access_graph,
                             star_access_graph, tree_access_graph)
-from .persistence import enforce_persistence, zipf_weights
+from .persistence import cut_unchained, enforce_persistence, zipf_weights
 
 ZIPF_EXPONENTS = (0.0, 0.5, 1.0, 1.5, 2.0)
 
@@ -235,11 +235,7 @@ def within_theorem4_premise(trace: AttentionTrace, rho: float, W: int, tau: floa
     rows = []
     for t, idx, w in trace.rows():
         row = dict(zip(idx.tolist(), w.tolist()))
-        excess = 0.0
-        for i, x in row.items():
-            if i < t and x >= cut and chained.get(i, -W - 1) < t - W:
-                excess += x - cut / 2
-                row[i] = cut / 2
+        excess = cut_unchained(row, t, chained, cut, W)
         recent: set[int] = set().union(*window)
         new = sorted((i for i, x in row.items() if x >= cut and i not in recent), key=lambda i: (-row[i], i))
         for i in new[max(0, budget - len(recent)):]:

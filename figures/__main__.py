@@ -12,10 +12,15 @@ from kvcore.errors import KVToolkitError
 from .catalogue import FIGURES, build_all
 
 
+USAGE = "usage: python -m figures OUT_DIR  (figures/ itself is written by python -m paper_check)"
+
+
 def main(argv: list[str]) -> int:
+    if argv in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
     if len(argv) != 1 or argv[0].startswith("-"):
-        print("usage: python -m figures OUT_DIR  (figures/ itself is written by python -m paper_check)",
-              file=sys.stderr)
+        print(USAGE, file=sys.stderr)
         return 2
     out = Path(argv[0])
     if out.resolve() == Path(__file__).resolve().parent:
@@ -27,6 +32,10 @@ def main(argv: list[str]) -> int:
     except (KVToolkitError, OSError) as exc:
         print(f"figures: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:
+        print("figures: interrupted (every figure is written atomically: none is left half-written)",
+              file=sys.stderr)
+        return 130
     for fid, paths in written.items():
         print(f"{fid:>8}  {FIGURES[fid].title}: {', '.join(p.name for p in paths)}")
     return 0

@@ -7,8 +7,6 @@ whole build (``figures.build``), the SVG id salt is fixed, and the writers are t
 
 from __future__ import annotations
 
-import os
-from pathlib import Path
 
 import matplotlib
 from matplotlib.figure import Figure
@@ -32,10 +30,6 @@ RC = {
     "axes.prop_cycle": matplotlib.cycler(color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                                 "#8c564b", "#17becf", "#7f7f7f"]),
 }
-
-PNG_METADATA = {"Software": None}
-SVG_METADATA = {"Date": None, "Creator": None}
-
 
 NOTE_FONTSIZE = 8.5
 _NOTE_LINE_IN = NOTE_FONTSIZE * 1.35 / 72  # one footer line, inches
@@ -87,21 +81,6 @@ def new_figure(width: float = 7.5, height: float = 4.8, *, top: float = 0.86, bo
     return fig
 
 
-def save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
-    """Write ``stem.png`` and ``stem.svg`` into ``out_dir``, each atomically (a temporary name, then a rename, so a
-    reader never sees half a file); returns both paths."""
-    out_dir.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for fmt, metadata in (("png", PNG_METADATA), ("svg", SVG_METADATA)):
-        final = out_dir / f"{stem}.{fmt}"
-        tmp = out_dir / f".{stem}.{fmt}.tmp"
-        try:
-            fig.savefig(tmp, format=fmt, metadata=metadata)
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        paths.append(final)
-    return paths
 
 
 def titled(fig: Figure, title: str) -> None:

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import matplotlib
 
+from kvcore.atomic import save_figure
 from kvcore.errors import ParameterError
 
 from . import _style
@@ -57,7 +58,7 @@ def build(fig_id: int | str, out_dir: str | Path, data: dict | None = None) -> l
     # rcParams are read both when artists are created and when the file is written: hold them for both.
     with matplotlib.rc_context(_style.RC):
         fig = s.builder(data)
-        return _style.save(fig, Path(out_dir), s.stem)
+        return save_figure(fig, out_dir, s.stem)
 
 
 def build_all(out_dir: str | Path, data: dict | None = None) -> dict[str, list[Path]]:

@@ -31,7 +31,6 @@ Every problem is reported as one line ``"<source>: step <t>: <problem>"`` throug
 from __future__ import annotations
 
 import os
-import tempfile
 import zipfile
 import zlib
 from dataclasses import dataclass, field
@@ -40,6 +39,7 @@ from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from .atomic import replacing
 from .errors import TraceError
 
 ROW_SUM_TOL = 1e-6
@@ -552,12 +552,6 @@ def _load_npz(p: Path) -> PagingTrace | AttentionTrace:
         raise _fail(src, f"unknown kind {kind!r} (expected 'paging' or 'attention')")
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
 def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> Path:
     """Write a trace atomically (a temporary file renamed into place: no partial file is ever left behind).
 
@@ -571,22 +565,14 @@ def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> 
         raise TraceError(f"{p}: only unit-cost one-request-per-step paging traces fit {suffix}; use .npz")
     if not p.parent.exists():
         raise TraceError(f"{p}: directory {p.parent} does not exist")
-    fd, tmp = tempfile.mkstemp(dir=p.parent, prefix=f".{p.name}.", suffix=suffix)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            if suffix == ".npy":
-                np.save(fh, np.asarray(trace.items))
-            elif suffix == ".txt":
-                fh.write(("\n".join(map(str, trace.items.tolist())) + "\n").encode())
-            elif isinstance(trace, PagingTrace):
-                np.savez_compressed(fh, kind="paging", items=trace.items, costs=trace.costs, offsets=trace.offsets)
-            else:
-                np.savez_compressed(fh, kind="attention", indptr=trace.indptr, indices=trace.indices,
-                                    weights=trace.weights, residual=trace.residual)
-        os.chmod(tmp, 0o666 & ~_umask())    # mkstemp creates 0600; a saved trace gets the user's normal mode
-        os.replace(tmp, p)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    with replacing(p) as tmp, open(tmp, "wb") as fh:
+        if suffix == ".npy":
+            np.save(fh, np.asarray(trace.items))
+        elif suffix == ".txt":
+            fh.write(("\n".join(map(str, trace.items.tolist())) + "\n").encode())
+        elif isinstance(trace, PagingTrace):
+            np.savez_compressed(fh, kind="paging", items=trace.items, costs=trace.costs, offsets=trace.offsets)
+        else:
+            np.savez_compressed(fh, kind="attention", indptr=trace.indptr, indices=trace.indices,
+                                weights=trace.weights, residual=trace.residual)
     return p

@@ -13,17 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from kvcore.argtypes import OneLineParser, whole_number
 from kvcore.errors import KVToolkitError, ParameterError
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130
-
-
-class _Parser(argparse.ArgumentParser):
-    """argparse that reports a usage error in one line (exit 2) instead of usage + error."""
-
-    def error(self, message: str):  # noqa: D401 - argparse API
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 INFINITIES = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf}
@@ -45,23 +39,6 @@ def parse_param(text: str) -> tuple[str, Any]:
     if isinstance(value, float) and not math.isfinite(value):
         raise ParameterError(f"--param {text!r}: {raw} does not fit a float (write inf for infinity)")
     return name.strip(), value
-
-
-def whole_number(low: int = 0):
-    """An argparse type: a whole number written in plain ASCII digits (an optional leading minus), at least ``low``;
-    ``1_000``, ``+1``, ``1e3`` and non-ASCII digits are refused rather than coerced."""
-
-    def parse(text: str) -> int:
-        body = text[1:] if text.startswith("-") else text
-        if not (body.isascii() and body.isdigit()):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number")
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{text!r} must be at least {low}")
-        return value
-
-    parse.__name__ = "whole number"
-    return parse
 
 
 def _json_number(x: float) -> float | str:
@@ -318,7 +295,7 @@ def _mounted(sub, name: str, module, text: str) -> None:
 # --------------------------------------------------------------------------------------------------------------------
 
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="paper_check", description="Rebuild every figure and check every claim of the paper; "
+    p = OneLineParser(prog="paper_check", description="Rebuild every figure and check every claim of the paper; "
                 "simulate policies against the exact optimum.  With no command: the whole check.")
     _add_profile(p)
     p.add_argument("--out", default=None, metavar="DIR",
@@ -327,7 +304,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--write-ledger", action="store_true",
                    help="record this run's verdicts (and, quick profile, values) as the expected ones in "
                         "paper_check/ledger.json")
-    sub = p.add_subparsers(dest="command", parser_class=_Parser)
+    sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
 
     ls = sub.add_parser("list", help="list the claims and figures")
     ls.set_defaults(func=cmd_list)

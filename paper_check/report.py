@@ -29,6 +29,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
+from kvcore.atomic import write_text
 from kvcore.errors import ParameterError
 from theorems.claims import CLAIMS, ClaimResult, Context, dumps, to_jsonable
 from theorems.profile import Profile
@@ -53,20 +54,6 @@ def check_out_dir(path: Path) -> Path:
     except OSError as exc:
         raise ParameterError(f"output directory {path}: not writable ({exc.strerror or exc})") from None
     return path
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to a temporary file beside ``path`` and rename it over ``path`` (mode 0644)."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 @contextmanager
@@ -170,7 +157,7 @@ def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path |
             entry.update(verdict=r.verdict, values=to_jsonable(r.values), expected=to_jsonable(r.expected))
     for cid in [c for c in ledger if c not in CLAIMS]:
         del ledger[cid]
-    write_atomic(path, dumps({"about": "expected verdict of every claim (quick: verdict, values, expected; full: "
+    write_text(path, dumps({"about": "expected verdict of every claim (quick: verdict, values, expected; full: "
                                        "full_verdict); python -m paper_check exits 1 and names any difference "
                                        "(rules: VERDICTS.md; regenerate with --write-ledger after review)",
                               "claims": dict(sorted(ledger.items()))}) + "\n")
@@ -232,21 +219,22 @@ def real_trace_section(profile: Profile, staging: Staging | None = None) -> dict
     """Measurements on real attention traces.  The quick profile always reads the committed trace set (so the
     committed report does not depend on the installation); the full profile captures a fresh one into the staging
     directory when the ``[real]`` extra is installed, and says which it used."""
-    from realtrace import COMMITTED, load_default_traces, load_traceset
+    from realtrace import COMMITTED, COMMITTED_NAME, load_default_traces, load_traceset
     from realtrace.report import format_report, real_trace_report
 
     t0 = time.perf_counter()
     if profile.name == "full":
-        ts, note = load_default_traces(staging.path("real_traces") if staging else None)
+        # the capture lands in the output root as real_traces/; the report names it so, relative to that root
+        ts, note = load_default_traces(staging.path("real_traces") if staging else None, shown="real_traces")
         budgets = (32, 64, 128)
     else:
         ts = load_traceset(COMMITTED)
-        note = ("the committed trace set realtrace/data/smollm2_recall (the quick profile always reads it; "
+        note = (f"the committed trace set {COMMITTED_NAME} (the quick profile always reads it; "
                 "--full captures a fresh set when the [real] extra is installed), two heads of layers 9 and 19 at "
                 "k = 64 (--full: every head, k = 32, 64, 128)")
         keep = [n for n in ts.names() if ts.layers[n] in (9, 19) and ts.heads[n] == "kv0"]
         ts = type(ts)({n: ts.traces[n] for n in keep}, {n: ts.layers[n] for n in keep},
-                      {n: ts.heads[n] for n in keep}, ts.segments, ts.meta, ts.source)
+                      {n: ts.heads[n] for n in keep}, ts.segments, ts.meta, COMMITTED_NAME)
         budgets = (64,)
     rep = real_trace_report(ts, note, budgets=budgets)
     progress(f"[real traces] {len(ts.traces)} traces, k = {list(budgets)} ({time.perf_counter() - t0:.1f} s)")
@@ -315,5 +303,5 @@ def write_report(staging: Staging, profile: Profile, results: dict[str, ClaimRes
     records = [claim_record(cid, res, profile) for cid, res in results.items()]
     doc = {"profile": profile.as_dict(), "claims": records, "figures": figures, "ledger_changes": changes,
            "real_traces": real["report"] if real else None}
-    write_atomic(staging.path("paper_check/report.json"), dumps(doc) + "\n")
-    write_atomic(staging.path("paper_check/report.md"), render_markdown(profile, records, figures, changes, real))
+    write_text(staging.path("paper_check/report.json"), dumps(doc) + "\n")
+    write_text(staging.path("paper_check/report.md"), render_markdown(profile, records, figures, changes, real))

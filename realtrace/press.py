@@ -37,6 +37,7 @@ from pathlib import Path
 
 import numpy as np
 
+from kvcore.argtypes import OneLineParser, comma_list, decimal, whole_number
 from kvcore.errors import KVToolkitError, ParameterError
 
 from .press_eval import LAYER_GROUPS, OptCache, evaluate, layer_group
@@ -314,14 +315,14 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                     help="press: " + ", ".join(s.name for s in PRESSES.values()) + " (or --all)")
     ap.add_argument("--all", action="store_true",
                     help="the leaderboard: every bridged press at several budgets, figure and table into --out")
-    ap.add_argument("--ratio", type=float, default=None, help="compression ratio (fraction of the prompt dropped)")
-    ap.add_argument("--budget", type=int, default=None,
+    ap.add_argument("--ratio", type=decimal(0.0, 1.0, open_high=True), default=None, help="compression ratio (fraction of the prompt dropped)")
+    ap.add_argument("--budget", type=whole_number(1), default=None,
                     help="positions kept: of the prompt (prefill presses) or the cache size after each "
                          "compression (--decoding)")
     ap.add_argument("--decoding", action="store_true", help="wrap the press in kvpress's DecodingPress")
-    ap.add_argument("--interval", type=int, default=DEFAULT_INTERVAL,
+    ap.add_argument("--interval", type=whole_number(1), default=DEFAULT_INTERVAL,
                     help=f"decoding steps between compressions (default {DEFAULT_INTERVAL})")
-    ap.add_argument("--prefill", type=int, default=None,
+    ap.add_argument("--prefill", type=whole_number(1), default=None,
                     help="with --decoding: tokens prefilled before streaming (default: the budget)")
     ap.add_argument("--traces", default=None, help="trace-set directory (default: realtrace/data/smollm2_recall)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
@@ -330,10 +331,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--presses", default=None,
                     help="with --all: comma-separated press names (default: " + ",".join(ALL_PREFILL) + "; those "
                          "among " + ",".join(ALL_DECODING) + " also run decoding)")
-    ap.add_argument("--ratios", default="0.5,0.75,0.9,0.95", help="with --all: prefill compression ratios")
-    ap.add_argument("--decoding-budgets", default="64,128",
+    ap.add_argument("--ratios", type=comma_list(decimal(0.0, 1.0, open_high=True)), default="0.5,0.75,0.9,0.95", help="with --all: prefill compression ratios")
+    ap.add_argument("--decoding-budgets", type=comma_list(whole_number(1), none=True), default="64,128",
                     help="with --all: DecodingPress sizes ('none' for no decoding runs)")
-    ap.add_argument("--threads", type=int, default=1,
+    ap.add_argument("--threads", type=whole_number(1), default=1,
                     help="torch threads (default 1: a press run is mostly one-token steps, which a second thread "
                          "slows down on a busy machine)")
     return ap
@@ -350,8 +351,7 @@ def run(args: argparse.Namespace, prog: str = "press") -> int:
 
             names = [press_spec(n).name for n in args.presses.split(",")] if args.presses else list(ALL_PREFILL)
             board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say,
-                                ratios=_numbers(args.ratios, float, "--ratios"),
-                                decoding_budgets=_numbers(args.decoding_budgets, int, "--decoding-budgets"),
+                                ratios=args.ratios, decoding_budgets=args.decoding_budgets,
                                 prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING))
             sys.stdout.write(json.dumps(board["summary"], indent=1) + "\n" if args.json else board["markdown"] + "\n")
             return 0
@@ -370,17 +370,8 @@ def run(args: argparse.Namespace, prog: str = "press") -> int:
     return 0
 
 
-def _numbers(text: str, kind, what: str) -> tuple:
-    if text.strip().lower() == "none":
-        return ()
-    try:
-        return tuple(kind(x) for x in text.split(","))
-    except ValueError:
-        raise ParameterError(f"{what} {text!r}: not a comma-separated list of numbers") from None
-
-
 def main(argv: list[str] | None = None, prog: str = "realtrace press") -> int:
-    args = add_arguments(argparse.ArgumentParser(prog=prog)).parse_args(sys.argv[1:] if argv is None else argv)
+    args = add_arguments(OneLineParser(prog=prog)).parse_args(sys.argv[1:] if argv is None else argv)
     return run(args, prog)
 
 

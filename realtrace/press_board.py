@@ -18,12 +18,12 @@ lose.  The figure and table carry no timings (those go to the JSON), so two runs
 from __future__ import annotations
 
 import json
-import os
 import time
 from pathlib import Path
 
 import numpy as np
 
+from kvcore.atomic import save_figure, write_text
 from kvcore.errors import KVToolkitError
 
 from .press import ALL_DECODING, ALL_PREFILL, CHARGED_NOTE, DEFAULT_INTERVAL, press_traceset
@@ -36,12 +36,6 @@ STEM = "press_regret_vs_budget"
 _RC = {"figure.dpi": 100, "savefig.dpi": 150, "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,
        "grid.alpha": 0.3, "svg.hashsalt": "kv-eviction-theory-press", "svg.fonttype": "none",
        "path.simplify": False}
-
-
-def _write_text(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def _label(res: dict) -> str:
@@ -137,17 +131,7 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
         fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), fontsize=7.5, frameon=False)
         fig.suptitle("kvpress presses vs the exact NM optimum at the same budget (charged: rows after the prefill; "
                      "decoding presses, dashed, stream from the budget on)", fontsize=10)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        paths = []
-        for fmt, meta in (("png", {"Software": None}), ("svg", {"Date": None, "Creator": None})):
-            final, tmp = out_dir / f"{STEM}.{fmt}", out_dir / f".{STEM}.{fmt}.tmp"
-            try:
-                fig.savefig(tmp, format=fmt, metadata=meta)
-                os.replace(tmp, final)
-            finally:
-                tmp.unlink(missing_ok=True)
-            paths.append(final)
-    return paths
+        return save_figure(fig, out_dir, STEM)
 
 
 def _pct(x: float) -> str:
@@ -200,8 +184,8 @@ def leaderboard(traces, out_dir: Path, threads: int = 1, say=None, **kw) -> dict
     out_dir.mkdir(parents=True, exist_ok=True)
     files = figure(runs, out_dir)
     md = markdown(runs, ranked)
-    _write_text(out_dir / "press_leaderboard.md", md)
-    _write_text(out_dir / "press_leaderboard.json", json.dumps({"ranking": ranked, "runs": runs}, indent=1) + "\n")
+    write_text(out_dir / "press_leaderboard.md", md)
+    write_text(out_dir / "press_leaderboard.json", json.dumps({"ranking": ranked, "runs": runs}, indent=1) + "\n")
     files += [out_dir / "press_leaderboard.md", out_dir / "press_leaderboard.json"]
     summary = [{"rank": i, "press": r["press"], "mean_excess_share": r["mean_excess_share"]}
                for i, r in enumerate(ranked, 1)]

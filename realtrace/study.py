@@ -36,10 +36,8 @@ same bytes.  Timings go to stderr (and to ``--timings FILE``).
 
 from __future__ import annotations
 
-import argparse
 import json
 import math
-import os
 import re
 import sys
 import time
@@ -49,6 +47,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kvcore.argtypes import OneLineParser, comma_list, decimal, whole_number
+from kvcore.atomic import write_text
 from kvcore.errors import KVToolkitError, ParameterError
 from kvcore.traces import AttentionTrace, load_trace
 
@@ -424,19 +424,12 @@ def _depth(study: dict, needle: str) -> str:
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` through a temporary name in the same directory and a rename."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
 def write_study(study: dict, out: Path, figures: bool = True) -> list[Path]:
     """``study.json``, ``study.md`` and (optionally) the figures into ``out``; returns the paths written."""
     out.mkdir(parents=True, exist_ok=True)
     written = [out / "study.json", out / "study.md"]
-    write_atomic(written[0], json.dumps(study, indent=1, sort_keys=False, allow_nan=True) + "\n")
-    write_atomic(written[1], format_markdown(study))
+    write_text(written[0], json.dumps(study, indent=1, sort_keys=False, allow_nan=True) + "\n")
+    write_text(written[1], format_markdown(study))
     if figures:
         from .study_figures import build_figures
 
@@ -444,25 +437,18 @@ def write_study(study: dict, out: Path, figures: bool = True) -> list[Path]:
     return written
 
 
-def _int_list(text: str, what: str) -> tuple[int, ...]:
-    try:
-        return tuple(int(x) for x in text.split(",") if x.strip())
-    except ValueError:
-        raise ParameterError(f"{what} {text!r}: expected comma-separated integers such as 256,512,1024") from None
-
-
 def main(argv: list[str] | None = None, prog: str = "realtrace study") -> int:
-    ap = argparse.ArgumentParser(prog=prog, description="Every layer and KV head of trace sets against the exact NM "
+    ap = OneLineParser(prog=prog, description="Every layer and KV head of trace sets against the exact NM "
                                  "optimum and every registered NM policy, at several budgets, as parallel tasks.")
     ap.add_argument("--traces", action="append", required=True, metavar="DIR",
                     help="trace-set directory (repeatable)")
-    ap.add_argument("--budgets", default="256,512,1024", help="NM budgets k, comma-separated (default 256,512,1024)")
-    ap.add_argument("--seeds", type=int, default=5, help="runs of each randomized policy (default 5)")
-    ap.add_argument("--windows", default="32,256,2048", help="persistence windows W (default 32,256,2048)")
-    ap.add_argument("--tau", type=float, default=0.05, help="heavy threshold for persistence (default 0.05)")
-    ap.add_argument("--rho", type=float, default=0.5, help="persistence factor rho (default 0.5)")
+    ap.add_argument("--budgets", type=comma_list(whole_number(None)), default="256,512,1024", help="NM budgets k, comma-separated (default 256,512,1024)")
+    ap.add_argument("--seeds", type=whole_number(None), default=5, help="runs of each randomized policy (default 5)")
+    ap.add_argument("--windows", type=comma_list(whole_number(None)), default="32,256,2048", help="persistence windows W (default 32,256,2048)")
+    ap.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=0.05, help="heavy threshold for persistence (default 0.05)")
+    ap.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=0.5, help="persistence factor rho (default 0.5)")
     where = ap.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=int, default=None,
+    where.add_argument("--workers", type=whole_number(None), default=None,
                        help="local Dask worker processes (default: one per core; 0 or 1 runs serially)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run on an existing Dask cluster, e.g. tcp://host:8786 (workers must see the trace paths)")
@@ -473,8 +459,7 @@ def main(argv: list[str] | None = None, prog: str = "realtrace study") -> int:
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:
-        params = StudyParams(_int_list(args.budgets, "--budgets"), args.seeds, args.tau, args.rho,
-                             _int_list(args.windows, "--windows"))
+        params = StudyParams(args.budgets, args.seeds, args.tau, args.rho, args.windows)
         out = Path(args.out)
         if out.exists() and not out.is_dir():
             raise ParameterError(f"--out {out}: exists and is not a directory")
@@ -482,7 +467,7 @@ def main(argv: list[str] | None = None, prog: str = "realtrace study") -> int:
                                    progress=not args.quiet)
         write_study(study, out, figures=not args.no_figures)
         if args.timings:
-            write_atomic(Path(args.timings), json.dumps(timings, indent=1) + "\n")
+            write_text(Path(args.timings), json.dumps(timings, indent=1) + "\n")
     except KVToolkitError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2

@@ -16,30 +16,17 @@ Determinism follows the toolkit's figure rules (``figures._style``, which :mod:`
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
+from kvcore.atomic import save_figure
+
 RC = {"figure.dpi": 100, "savefig.dpi": 150, "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10,
       "legend.fontsize": 7, "axes.grid": True, "grid.alpha": 0.3, "lines.linewidth": 1.5,
       "svg.hashsalt": "kv-eviction-theory", "svg.fonttype": "none", "path.simplify": False}
-PNG_METADATA = {"Software": None}
-SVG_METADATA = {"Date": None, "Creator": None}
-
-
-def save_atomic(fig: Figure, out: Path, stem: str) -> list[Path]:
-    """``stem.png`` and ``stem.svg`` in ``out``, each through a temporary name and a rename."""
-    paths = []
-    for fmt, meta in (("png", PNG_METADATA), ("svg", SVG_METADATA)):
-        path = out / f"{stem}.{fmt}"
-        tmp = out / f".{stem}.{fmt}.tmp"
-        fig.savefig(tmp, format=fmt, metadata=meta)
-        os.replace(tmp, path)
-        paths.append(path)
-    return paths
 
 
 def _layer_means(study: dict, value) -> tuple[list[str], np.ndarray, list[list[float]]]:
@@ -164,5 +151,5 @@ def build_figures(study: dict, out: Path) -> list[Path]:
                               ("study_theorem4", fig_theorem4), ("study_needles", fig_needles)):
             fig = builder(study)
             if fig is not None:
-                written += save_atomic(fig, out, stem)
+                written += save_figure(fig, out, stem)
     return written

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kvcore.atomic import write_text
 from kvcore.errors import TraceError
 from kvcore.traces import AttentionTrace, load_trace, save_trace
 
@@ -86,9 +87,7 @@ class TraceSetWriter:
         entries = {n: self.entries[n] for n in sorted(self.entries)}
         manifest = {"format": FORMAT, "T": self.T, "traces": entries,
                     "segments": {k: [int(a), int(b)] for k, (a, b) in segments.items()}, **meta}
-        tmp = self.dir / f".{MANIFEST}.tmp"
-        tmp.write_text(json.dumps(manifest, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-        os.replace(tmp, self.dir / MANIFEST)
+        write_text(self.dir / MANIFEST, json.dumps(manifest, indent=1, ensure_ascii=False) + "\n")
         return self.dir
 
     def abort(self) -> None:

@@ -23,10 +23,8 @@ from fractions import Fraction
 from itertools import permutations
 from typing import Iterator, Sequence
 
-import numpy as np
 
 
-from kvcore.traces import PagingTrace
 
 Layers = tuple[frozenset, ...]  # L_1 .. L_k; L_0 is every page in none of them
 

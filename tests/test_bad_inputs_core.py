@@ -13,7 +13,7 @@ import pytest
 
 import policies
 from kvcore.engine import NMSimulator, RMSimulator, run, run_nm, run_rm
-from kvcore.errors import ContractViolation, ParameterError, TraceError
+from kvcore.errors import ContractViolation, TraceError
 from kvcore.optima import belady
 from kvcore.traces import AttentionTrace, PagingTrace, load_trace
 from policies.base import Policy

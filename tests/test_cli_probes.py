@@ -75,6 +75,24 @@ def test_bad_simulate_arguments(unit_file, args, needle):
     assert one_line_error(code, err, needle), err
 
 
+@pytest.mark.parametrize("module, args, needle", [
+    ("paper_check", ["capture", "--tokens", "1_0", "--out", "x"], "--tokens: '1_0' is not an integer"),
+    ("paper_check", ["capture", "--top", "+3", "--out", "x"], "--top: '+3' is not an integer"),
+    ("paper_check", ["press", "TOVA", "--ratio", "nan"], "--ratio: 'nan' is not a decimal number"),
+    ("paper_check", ["press", "TOVA", "--ratio", "1"], "--ratio: 1 is not in [0, 1)"),
+    ("paper_check", ["press", "--all", "--ratios", "0.5,inf"], "--ratios: 'inf' is not a decimal number"),
+    ("paper_check", ["press", "--all", "--decoding-budgets", "64,"], "--decoding-budgets: '64,' is not a comma"),
+    ("realtrace", ["report", "--budget", "1"], "--budget: 1 is below 2"),
+    ("realtrace", ["study", "--traces", "x", "--out", "y", "--windows", "3,٣"], "--windows: '٣' is not an integer"),
+    ("bench", ["--seed", "-1"], "--seed: -1 is below 0"),
+    ("bench", ["--opt-timeout", "1e400"], "--opt-timeout: 1e400 is not in (0, 1e+07]"),
+])
+def test_numbers_are_parsed_strictly_by_every_command(module, args, needle):
+    """Python's int() and float() would take 1_0, +3, a non-ASCII digit, nan and 1e400; no command does."""
+    p = subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert one_line_error(p.returncode, p.stderr, needle), p.stderr
+
+
 def test_gda_attention_refresh_must_be_a_boolean(tmp_path):
     path = save_trace(AttentionTrace.from_rows([{0: 1.0}, {0: 0.5, 1: 0.5}]), tmp_path / "a.npz")
     code, _, err = run_cli("simulate", "--policy", "GD-A", "-k", "1", "--param", "rm_attention_refresh=abc", path)

@@ -17,6 +17,7 @@ from figures import FIGURES, _style, build, caption, render, spec
 from figures.blocks import worked_example
 from figures.diagrams import finding, unification_rows
 from figures.published_data import load_published
+from kvcore.atomic import save_figure
 from kvcore.errors import ParameterError
 from tests.test_figure_layout import SAMPLE, layout_problems
 
@@ -52,7 +53,7 @@ def test_figure_is_deterministic_labelled_and_legible(fig_id, tmp_path):
     problems = layout_problems(fig)
     assert not problems, "\n".join(problems)
     with matplotlib.rc_context(_style.RC):
-        first = _style.save(fig, tmp_path / "a", s.stem)
+        first = save_figure(fig, tmp_path / "a", s.stem)
     second = build(fig_id, tmp_path / "b")
     assert [p.suffix for p in first] == [".png", ".svg"]
     for p, q in zip(first, second):
@@ -108,7 +109,7 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     problems = layout_problems(fig)
     assert not problems, "\n".join(problems)
     with matplotlib.rc_context(_style.RC):
-        first = _style.save(fig, tmp_path / "a", FIGURES[fig_id].stem)
+        first = save_figure(fig, tmp_path / "a", FIGURES[fig_id].stem)
     second = build(fig_id, tmp_path / "b", SAMPLE[fig_id])
     assert [p.read_bytes() for p in first] == [p.read_bytes() for p in second]
 
@@ -270,3 +271,25 @@ def test_seed002_worked_example_against_hand_computation():
 def test_package_exports():
     assert callable(figures.build) and callable(figures.build_all) and callable(figures.render)
     assert callable(figures.caption)
+
+
+def test_the_formula_only_command_builds_every_figure_and_refuses_bad_input(tmp_path):
+    """``python -m figures OUT_DIR`` as a user types it: every registered figure as PNG + SVG; ``--help`` exits 0;
+    no directory, two, or the package's own figures/ (paper_check's, with overlays) is one line and exit 2."""
+    import subprocess
+    from pathlib import Path
+
+    root = Path(figures.__file__).resolve().parent
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "figures", *map(str, args)], capture_output=True, text=True,
+                              cwd=tmp_path, timeout=600)
+
+    p = run(tmp_path / "out")
+    assert p.returncode == 0, p.stderr[-2000:]
+    written = {f.name for f in (tmp_path / "out").iterdir()}
+    assert written == {f"{s.stem}.{ext}" for s in FIGURES.values() for ext in ("png", "svg")}
+    assert run("--help").returncode == 0
+    for args in ((), ("a", "b"), (root,)):
+        p = run(*args)
+        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, args

@@ -31,7 +31,6 @@ from kvcore.engine import RMSimulator, run_nm
 from kvcore.errors import ContractViolation
 from kvcore.measure import measure
 from policies.isolated import PolicyFailed, PolicyHost
-from policies.registry import REGISTRY, register
 from theorems import fuzz
 from theorems.check import assert_prefix_consistent
 from theorems.fuzz import GRACE, fuzz_policy
@@ -219,20 +218,6 @@ def gamers(gamers_dir, monkeypatch):
     """The user module, imported here for in-process runs; the working directory is its folder, as for a user."""
     monkeypatch.chdir(gamers_dir)
     return importlib.import_module("fuzz_gamers")
-
-
-@pytest.fixture
-def registered():
-    added = []
-
-    def add(cls):
-        register(cls)
-        added.append(cls.name.lower())
-        return cls
-
-    yield add
-    for key in added:
-        REGISTRY.pop(key, None)
 
 
 CYCLIC = cyclic_k_plus_one(3, 40)

@@ -67,6 +67,15 @@ def test_the_run_reproduces_the_committed_outputs_byte_for_byte(quick_run):
     assert not list(out.glob(".paper_check-staging-*")), "the staging directory was left behind"
 
 
+def test_the_committed_report_names_no_machine_path():
+    """Nothing in the committed report depends on where the checkout lives (a fresh clone elsewhere rewrites
+    these files byte for byte): no absolute path of this checkout, of the install or of a temporary folder."""
+    for name in ("report.md", "report.json"):
+        text = (ROOT / "paper_check" / name).read_text()
+        for marker in (str(ROOT), "site-packages", "/tmp/", "/home/", ".paper_check-staging-"):
+            assert marker not in text, f"paper_check/{name} names {marker!r}"
+
+
 def test_a_changed_verdict_or_value_and_a_missing_claim_are_named():
     ledger = {"eq6-det-lower-bound": {"verdict": "holds", "values": {"x": 1.0, "rows": [1, 2]}},
               "lfu-unbounded": {"verdict": "holds", "values": {"x": 1.0}},

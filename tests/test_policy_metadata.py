@@ -21,21 +21,6 @@ from theorems.fuzz import fuzz_policy
 from theorems.results.classic import eq8_table, full_cache_policies, upper_bound_policies
 
 
-@pytest.fixture
-def registered():
-    """Register throwaway classes for one test and remove them afterwards."""
-    added = []
-
-    def add(cls):
-        register(cls)
-        added.append(cls.name.lower())
-        return cls
-
-    yield add
-    for key in added:
-        REGISTRY.pop(key, None)
-
-
 def test_a_new_policy_declaring_a_bound_is_checked_against_it(registered, tmp_path):
     @dataclass
     class ThrowawayFIFO(FIFO):

@@ -175,7 +175,9 @@ def test_help_lists_the_study():
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--budgets", "4,x"], "--budgets '4,x': expected comma-separated integers"),
+    (["--budgets", "4,x"], "argument --budgets: 'x' is not an integer"),
+    (["--budgets", "1_024"], "argument --budgets: '1_024' is not an integer"),
+    (["--tau", "nan"], "argument --tau: 'nan' is not a decimal number"),
     (["--budgets", "1"], "budget 1: must be an integer >= 2"),
     (["--seeds", "0"], "seeds = 0"),
     (["--workers", "-2"], "workers = -2"),

@@ -70,6 +70,7 @@ import numpy as np
 import policies
 from adversary import constructions, tail_mass
 from adversary.strategies import within_theorem4_premise
+from kvcore.atomic import write_text
 from kvcore.errors import ContractViolation, ParameterError, TraceError
 from kvcore.formulas import GUARANTEES
 from kvcore.measure import REL_TOL, measure, within
@@ -854,12 +855,6 @@ def prepare_out_dir(path: str | Path, create: bool = True) -> Path:
     return p
 
 
-def _file_mode() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return 0o666 & ~mask
-
-
 def output_stem(rep: FuzzReport) -> str:
     """``<target>-k<k>-<question>-seed<seed>``: one name per question asked, so runs do not overwrite each other."""
     def clean(s):
@@ -873,7 +868,6 @@ def write_outputs(rep: FuzzReport, out_dir: Path) -> list[str]:
     """Write the counterexample traces (worst found, shrunk, failing) and the JSON report into ``out_dir``,
     atomically and with the permissions of the user's umask; record and return the paths."""
     stem = output_stem(rep)
-    mode = _file_mode()
     written = []
     traces = [("failing", rep.finding_trace)] if rep.finding in POLICY_FINDINGS else []
     if rep.violation:
@@ -883,20 +877,9 @@ def write_outputs(rep: FuzzReport, out_dir: Path) -> list[str]:
             if trace is None:
                 continue
             unit = isinstance(trace, PagingTrace) and trace.is_unit_single
-            path = save_trace(trace, out_dir / f"{stem}-{label}{'.npy' if unit else '.npz'}")
-            os.chmod(path, mode)
-            written.append(str(path))
+            written.append(str(save_trace(trace, out_dir / f"{stem}-{label}{'.npy' if unit else '.npz'}")))
         rep.files = written + [str(out_dir / f"{stem}-report.json")]
-        fd, tmp = tempfile.mkstemp(dir=out_dir, prefix=f".{stem}-report.json.")
-        try:
-            with os.fdopen(fd, "w") as fh:
-                fh.write(json.dumps(rep.as_dict(), indent=2, sort_keys=True) + "\n")
-            os.chmod(tmp, mode)
-            os.replace(tmp, out_dir / f"{stem}-report.json")
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
+        write_text(out_dir / f"{stem}-report.json", json.dumps(rep.as_dict(), indent=2, sort_keys=True) + "\n")
     except (TraceError, OSError) as exc:
         raise ParameterError(f"cannot write the counterexample to {out_dir}: {exc}") from None
     return rep.files

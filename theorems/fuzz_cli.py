@@ -12,68 +12,37 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import re
 import sys
 from pathlib import Path
 
+from kvcore.argtypes import OneLineParser, decimal, whole_number
 from kvcore.errors import KVToolkitError, ParameterError
 
 DEFAULT_OUT = "fuzz-counterexamples"
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130
-_INT = re.compile(r"-?[0-9]+\Z")
-_REAL = re.compile(r"-?([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?\Z")
-
-
-def _integer(low: int):
-    def parse(text: str) -> int:
-        if not _INT.match(text):
-            raise argparse.ArgumentTypeError(f"{text!r} is not an integer (plain decimal digits)")
-        value = int(text)
-        if value < low:
-            raise argparse.ArgumentTypeError(f"{text} is below {low}")
-        return value
-
-    parse.__name__ = "integer"
-    return parse
-
-
-def _real(low: float, high: float, *, open_low: bool = True):
-    def parse(text: str) -> float:
-        if not _REAL.match(text):
-            raise argparse.ArgumentTypeError(f"{text!r} is not a decimal number")
-        value = float(text)
-        if not math.isfinite(value) or value > high or value < low or (open_low and value == low):
-            raise argparse.ArgumentTypeError(f"{text} is not in {'(' if open_low else '['}{low:g}, {high:g}]")
-        return value
-
-    parse.__name__ = "number"
-    return parse
-
-
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The fuzz options, on any parser (``paper_check fuzz`` or this module's own)."""
     p.add_argument("target", help="registered policy name (case-insensitive) or module:Class importable from the "
                                   "current directory (run in its own process, isolated from the engine)")
-    p.add_argument("--capacity", "-k", type=_integer(1), required=True, help="cache size k")
+    p.add_argument("--capacity", "-k", type=whole_number(1), required=True, help="cache size k")
     p.add_argument("--model", choices=("rm", "nm"), default="rm",
                    help="rm: ALG/OPT within the policy's promised bound (default); nm: NM regret within the tail "
                         "mass on traces inside Theorem 4's corrected premise")
     p.add_argument("--against", metavar="NAME", default=None,
                    help="instead: search where the target is worse than this policy, maximising (cost - "
                         "reference cost) / max(OPT cost, 0.05), and shrink that trace")
-    p.add_argument("--examples", type=_integer(1), default=300, help="targeted-search examples (default 300)")
-    p.add_argument("--seconds", type=_real(0.0, 1e6), default=60.0,
+    p.add_argument("--examples", type=whole_number(1), default=300, help="targeted-search examples (default 300)")
+    p.add_argument("--seconds", type=decimal(0.0, 1e6, open_low=True), default=60.0,
                    help="wall-clock budget for everything: constructions, search, shrinking (default 60)")
-    p.add_argument("--call-timeout", type=_real(0.0, 1e6), default=2.0,
+    p.add_argument("--call-timeout", type=decimal(0.0, 1e6, open_low=True), default=2.0,
                    help="seconds the policy may take to answer one call (default 2)")
-    p.add_argument("--seed", type=_integer(0), default=0, help="search seed (default 0): same seed, same search")
-    p.add_argument("--rho", type=_real(0.0, 1.0), default=None, help="--model nm premise: warm = >= rho*tau "
+    p.add_argument("--seed", type=whole_number(0), default=0, help="search seed (default 0): same seed, same search")
+    p.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=None, help="--model nm premise: warm = >= rho*tau "
                                                                      "(default 0.5)")
-    p.add_argument("--W", type=_integer(1), default=None, help="--model nm premise: chain gap and window "
+    p.add_argument("--W", type=whole_number(1), default=None, help="--model nm premise: chain gap and window "
                                                                "(default 4)")
-    p.add_argument("--tau", type=_real(0.0, 1.0), default=None, help="--model nm premise: heavy = >= tau "
+    p.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=None, help="--model nm premise: heavy = >= tau "
                                                                      "(default 0.25)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help=f"folder for the counterexample files, created before the search (default: ./{DEFAULT_OUT}, "
@@ -116,14 +85,9 @@ def run(args: argparse.Namespace, prog: str = "fuzz") -> int:
         return EXIT_INTERNAL
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, exit 2
-        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
-        parser = _Parser(prog="python -m theorems.fuzz",
+        parser = OneLineParser(prog="python -m theorems.fuzz",
                          description="Search for traces on which a policy breaks its bound (see theorems/fuzz.py).")
         add_arguments(parser)
         try:
