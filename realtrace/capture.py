@@ -384,6 +384,9 @@ def run(args: argparse.Namespace, prog: str = "capture") -> int:
 def main(argv: list[str] | None = None, prog: str = "realtrace capture") -> int:
     """Command-line entry (:func:`add_arguments` + :func:`run`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = add_arguments(OneLineParser(prog=prog)).parse_args(argv)
+    try:
+        args = add_arguments(OneLineParser(prog=prog)).parse_args(argv)
+    except SystemExit as exc:   # --help (0) or a usage error (2, already printed in one line)
+        return int(exc.code or 0)
     args.command_line = " ".join(["python -m", prog] + [shlex.quote(a) for a in argv])
     return run(args, prog)

@@ -49,7 +49,7 @@ def test_layer_spec_parsing():
 
 def test_bad_arguments_exit_2_before_loading_anything(tmp_path, capsys):
     assert cap.main(["--tokens", "-1", "--out", str(tmp_path / "o")]) == 2
-    assert "--tokens -1" in capsys.readouterr().err
+    assert "--tokens: -1 is below 0" in capsys.readouterr().err
     assert cap.main(["--tokens", "2", "--prompt", str(tmp_path / "none.txt"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
