@@ -91,8 +91,7 @@ def cmd_simulate(args) -> int:
     if opt is not None:
         out.update(opt_capacity=h, opt_cost=opt.cost, opt_misses=opt.misses,
                    ratio=_json_number(ratio(cost, opt.cost)),
-                   opt_certificate={"solver": opt.solver, "gap_bound": opt.gap_bound,
-                                    **({"certified": opt.certified} if hasattr(opt, "certified") else {})})
+                   opt_certificate={"solver": opt.solver, "gap_bound": opt.gap_bound, "certified": opt.certified})
         if args.model == "nm":
             out["tracking_gap"] = cost - opt.cost
     if args.model == "nm":

@@ -11,7 +11,9 @@ checked by ``python -m tests.test_figure_layout [IDS...]``.
 
 from __future__ import annotations
 
+import subprocess
 import sys
+from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -21,7 +23,7 @@ from matplotlib.container import BarContainer
 from matplotlib.table import Table
 from matplotlib.text import Annotation, Text
 
-from figures import FIGURES, _style, render
+from figures import FIGURES, _style, render, spec
 
 PAD = 1.0  # pixels a box is shrunk by before it counts as touching something
 
@@ -210,18 +212,48 @@ def test_checker_sees_a_legend_on_a_curve_and_a_cut_label():
     assert any("cut at the figure edge" in p for p in problems)
 
 
+def test_the_command_checks_named_figures_and_refuses_unknown_ones():
+    """``python -m tests.test_figure_layout [IDS...]`` as a user types it (from the repository root)."""
+    root = Path(__file__).resolve().parents[1]
+
+    def run(*args):
+        return subprocess.run([sys.executable, "-m", "tests.test_figure_layout", *args], capture_output=True,
+                              text=True, cwd=root, timeout=600)
+
+    p = run("2")
+    assert p.returncode == 0 and p.stdout.strip() == "2: ok", p.stdout + p.stderr
+    assert run("--help").returncode == 0
+    p = run("99")
+    assert p.returncode == 2 and "unknown figure '99'" in p.stderr and "Traceback" not in p.stderr
+
+
+USAGE = "usage: python -m tests.test_figure_layout [IDS...]  (no ids: every figure; exit 1 if one has a problem)"
+
+
 def main(argv: list[str]) -> int:
     """``python -m tests.test_figure_layout [IDS...]``: check figures with their quick-profile overlays."""
+    from kvcore.errors import KVToolkitError
     from theorems.profile import PROFILES
     from theorems.results.overlays import figure_data
 
+    if argv in (["-h"], ["--help"]):
+        print(USAGE)
+        return 0
     bad = 0
-    for fid in argv or list(FIGURES):
-        problems = layout_problems(render(fid, figure_data(fid, PROFILES["quick"])))
-        print(f"{fid}: {'ok' if not problems else ''}")
-        for p in problems:
-            print(f"   {p}")
-        bad += bool(problems)
+    try:
+        ids = [spec(f).fig_id for f in argv] or list(FIGURES)
+        for fid in ids:
+            problems = layout_problems(render(fid, figure_data(fid, PROFILES["quick"])))
+            print(f"{fid}: {'ok' if not problems else ''}")
+            for p in problems:
+                print(f"   {p}")
+            bad += bool(problems)
+    except KVToolkitError as exc:
+        print(f"figure layout: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("figure layout: interrupted", file=sys.stderr)
+        return 130
     return 1 if bad else 0
 
 
