@@ -36,8 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
-from kvcore.argtypes import OneLineParser, decimal, whole_number
 from kvcore import kernels
+from kvcore.argtypes import OneLineParser, decimal, whole_number
 from kvcore.engine import run_nm, run_rm
 from kvcore.traces import PagingTrace
 from policies import all_policies, make
@@ -392,8 +392,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of tables")
     ap.add_argument("--quick", action="store_true", help="small sizes: a smoke run in well under a minute")
     ap.add_argument("--seed", type=whole_number(0), default=0)
-    ap.add_argument("--opt-timeout", type=decimal(0.0, 1e7, open_low=True), default=600.0, help="seconds allowed per exact optimum")
-    ap.add_argument("--policy-budget", type=decimal(0.0, 1e7, open_low=True), default=60.0, help="seconds allowed per engine policy run")
+    ap.add_argument("--opt-timeout", type=decimal(0.0, 1e7, open_low=True), default=600.0,
+                    help="seconds allowed per exact optimum")
+    ap.add_argument("--policy-budget", type=decimal(0.0, 1e7, open_low=True), default=60.0,
+                    help="seconds allowed per engine policy run")
     ap.add_argument("--skip", nargs="*", default=[], choices=SECTIONS, help="sections to leave out")
     args = ap.parse_args(argv)
     cfg = QUICK if args.quick else FULL

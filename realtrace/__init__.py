@@ -61,5 +61,5 @@ def load_default_traces(capture_dir: str | Path | None = None, shown: str | None
     return ts, f"FALLBACK: committed trace set {COMMITTED_NAME} ({reason})"
 
 
-__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces", "load_traceset", "real_extra_available",
-           "save_traceset"]
+__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces",
+           "load_traceset", "real_extra_available", "save_traceset"]

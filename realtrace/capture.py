@@ -345,7 +345,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based; 30 layers)")
     ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
                     help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
-    ap.add_argument("--top", type=whole_number(1), default=32, help="entries kept per row (the rest goes to the residual)")
+    ap.add_argument("--top", type=whole_number(1), default=32,
+                    help="entries kept per row (the rest goes to the residual)")
     ap.add_argument("--threads", type=whole_number(1), default=2, help="torch threads")
     ap.add_argument("--block-rows", type=whole_number(1), default=DEFAULT_BLOCK_ROWS,
                     help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")

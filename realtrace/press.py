@@ -315,7 +315,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
                     help="press: " + ", ".join(s.name for s in PRESSES.values()) + " (or --all)")
     ap.add_argument("--all", action="store_true",
                     help="the leaderboard: every bridged press at several budgets, figure and table into --out")
-    ap.add_argument("--ratio", type=decimal(0.0, 1.0, open_high=True), default=None, help="compression ratio (fraction of the prompt dropped)")
+    ap.add_argument("--ratio", type=decimal(0.0, 1.0, open_high=True), default=None,
+                    help="compression ratio (fraction of the prompt dropped)")
     ap.add_argument("--budget", type=whole_number(1), default=None,
                     help="positions kept: of the prompt (prefill presses) or the cache size after each "
                          "compression (--decoding)")
@@ -331,7 +332,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
     ap.add_argument("--presses", default=None,
                     help="with --all: comma-separated press names (default: " + ",".join(ALL_PREFILL) + "; those "
                          "among " + ",".join(ALL_DECODING) + " also run decoding)")
-    ap.add_argument("--ratios", type=comma_list(decimal(0.0, 1.0, open_high=True)), default="0.5,0.75,0.9,0.95", help="with --all: prefill compression ratios")
+    ap.add_argument("--ratios", type=comma_list(decimal(0.0, 1.0, open_high=True)), default="0.5,0.75,0.9,0.95",
+                    help="with --all: prefill compression ratios")
     ap.add_argument("--decoding-budgets", type=comma_list(whole_number(1), none=True), default="64,128",
                     help="with --all: DecodingPress sizes ('none' for no decoding runs)")
     ap.add_argument("--threads", type=whole_number(1), default=1,

@@ -123,7 +123,8 @@ def format_report(rep: dict) -> str:
 def main(argv: list[str] | None = None, prog: str = "realtrace report") -> int:
     ap = OneLineParser(prog=prog, description="Measurements and experiments on a real trace set.")
     ap.add_argument("traceset", nargs="?", default=None, help="trace-set directory (default: committed one)")
-    ap.add_argument("--budget", type=whole_number(2), action="append", help="NM budget k (repeatable; default 32 64 128)")
+    ap.add_argument("--budget", type=whole_number(2), action="append",
+                    help="NM budget k (repeatable; default 32 64 128)")
     ap.add_argument("--json", default=None, help="also write the full report as JSON to this file")
     args = ap.parse_args(sys.argv[1:] if argv is None else argv)
     try:

@@ -442,11 +442,15 @@ def main(argv: list[str] | None = None, prog: str = "realtrace study") -> int:
                                  "optimum and every registered NM policy, at several budgets, as parallel tasks.")
     ap.add_argument("--traces", action="append", required=True, metavar="DIR",
                     help="trace-set directory (repeatable)")
-    ap.add_argument("--budgets", type=comma_list(whole_number(None)), default="256,512,1024", help="NM budgets k, comma-separated (default 256,512,1024)")
+    ap.add_argument("--budgets", type=comma_list(whole_number(None)), default="256,512,1024",
+                    help="NM budgets k, comma-separated (default 256,512,1024)")
     ap.add_argument("--seeds", type=whole_number(None), default=5, help="runs of each randomized policy (default 5)")
-    ap.add_argument("--windows", type=comma_list(whole_number(None)), default="32,256,2048", help="persistence windows W (default 32,256,2048)")
-    ap.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=0.05, help="heavy threshold for persistence (default 0.05)")
-    ap.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=0.5, help="persistence factor rho (default 0.5)")
+    ap.add_argument("--windows", type=comma_list(whole_number(None)), default="32,256,2048",
+                    help="persistence windows W (default 32,256,2048)")
+    ap.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=0.05,
+                    help="heavy threshold for persistence (default 0.05)")
+    ap.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=0.5,
+                    help="persistence factor rho (default 0.5)")
     where = ap.add_mutually_exclusive_group()
     where.add_argument("--workers", type=whole_number(None), default=None,
                        help="local Dask worker processes (default: one per core; 0 or 1 runs serially)")

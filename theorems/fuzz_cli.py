@@ -38,12 +38,12 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--call-timeout", type=decimal(0.0, 1e6, open_low=True), default=2.0,
                    help="seconds the policy may take to answer one call (default 2)")
     p.add_argument("--seed", type=whole_number(0), default=0, help="search seed (default 0): same seed, same search")
-    p.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=None, help="--model nm premise: warm = >= rho*tau "
-                                                                     "(default 0.5)")
-    p.add_argument("--W", type=whole_number(1), default=None, help="--model nm premise: chain gap and window "
-                                                               "(default 4)")
-    p.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=None, help="--model nm premise: heavy = >= tau "
-                                                                     "(default 0.25)")
+    p.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=None,
+                   help="--model nm premise: warm = >= rho*tau (default 0.5)")
+    p.add_argument("--W", type=whole_number(1), default=None,
+                   help="--model nm premise: chain gap and window (default 4)")
+    p.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=None,
+                   help="--model nm premise: heavy = >= tau (default 0.25)")
     p.add_argument("--out", default=None, metavar="DIR",
                    help=f"folder for the counterexample files, created before the search (default: ./{DEFAULT_OUT}, "
                         f"created only when something is found); nothing is written unless something is found")
