@@ -18,6 +18,7 @@ import pytest
 
 import policies
 from adversary import persistent_attention, topic_shift
+from kvcore.atomic import write_text
 from kvcore.engine import run
 from kvcore.traces import PagingTrace
 
@@ -62,9 +63,7 @@ def current() -> dict:
 def test_golden_file_covers_every_registered_policy_and_model(request):
     if request.config.getoption("--regen-golden"):
         GOLDEN.parent.mkdir(exist_ok=True)
-        tmp = GOLDEN.with_suffix(".tmp")
-        tmp.write_text(json.dumps(current(), indent=1, sort_keys=True) + "\n")
-        tmp.replace(GOLDEN)
+        write_text(GOLDEN, json.dumps(current(), indent=1, sort_keys=True) + "\n")
         pytest.skip("golden snapshot rewritten: review and commit tests/golden/policies.json")
     golden = json.loads(GOLDEN.read_text())
     want = {f"{n}/{m}" for n, m in CASES}
@@ -75,7 +74,7 @@ def test_golden_file_covers_every_registered_policy_and_model(request):
 @pytest.mark.parametrize("name,model", CASES, ids=[f"{n}-{m}" for n, m in CASES])
 def test_policy_behaviour_matches_the_golden_snapshot(name, model, request):
     if request.config.getoption("--regen-golden"):
-        pytest.skip("regenerating")
+        pytest.skip("--regen-golden: the snapshot is being rewritten, so there is nothing to compare with")
     golden = json.loads(GOLDEN.read_text()).get(f"{name}/{model}")
     if golden is None:
         pytest.fail(f"{name}/{model} has no golden snapshot: run pytest tests/test_golden.py --regen-golden")
