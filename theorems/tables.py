@@ -10,7 +10,6 @@ that figures and claims share one computation per run.
 from __future__ import annotations
 
 import functools
-import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -113,11 +112,6 @@ class Table:
     def as_dict(self) -> dict:
         return {"result": self.result, "statement": self.statement, "holds": self.holds,
                 "rows": [r.as_dict() for r in self.rows], "notes": list(self.notes)}
-
-    def write_json(self, path: str | Path) -> Path:
-        p = Path(path)
-        p.write_text(json.dumps(self.as_dict(), indent=2, sort_keys=True) + "\n")
-        return p
 
 
 def evaluate(result: str, policy: Any, trace: PagingTrace | AttentionTrace, k: int, *, model: str = "rm",
