@@ -57,8 +57,8 @@ matter:
   Geometric(mean ``turn_steps_mean``) decode steps, then goes idle for Exponential(mean ``idle_steps_mean``) global
   steps; each step one active conversation decodes one token, chosen with probability proportional to
   ``(slot + 1) ** -popularity_zipf`` (uniformly at the default 0; a slot is a user, so a new conversation in a slot
-  inherits its activity); if none is active, the earliest to return returns at once.  After a turn it ends with probability ``end_prob`` and a new conversation (new sequence
-  id, new anchors) takes the slot after the idle gap.
+  inherits its activity); if none is active, the earliest to return returns at once.  After a turn it ends with
+  probability ``end_prob`` and a new conversation (new sequence id, new anchors) takes the slot after the idle gap.
 * A decode step reads ``anchor_reads`` distinct anchors of its conversation (uniformly) and ``transient_reads``
   *transient* blocks: blocks of its context that attention touches once and never again (block indices
   ``anchor_blocks, anchor_blocks + 1, ...`` in order of reading).
@@ -120,6 +120,29 @@ def decode_block(key: int) -> tuple[int, int]:
     return key >> BLOCK_BITS, key & (MAX_BLOCKS_PER_SEQUENCE - 1)
 
 
+def _check_integers(label: str, params, names: tuple[str, ...], low: int) -> None:
+    """Each field ``names`` of ``params`` is an integer ``>= low`` (a bool is not one)."""
+    for name in names:
+        v = getattr(params, name)
+        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
+            raise ParameterError(f"{label}: {name} = {v!r}: must be an integer >= {low}")
+
+
+def _check_probabilities(label: str, params, names: tuple[str, ...]) -> None:
+    for name in names:
+        v = getattr(params, name)
+        if not 0.0 <= v <= 1.0:
+            raise ParameterError(f"{label}: {name} = {v!r}: must be a probability in [0, 1]")
+
+
+def _check_positive_finite(label: str, params, names: tuple[str, ...]) -> None:
+    """Each field ``names`` of ``params`` is a number in ``(0, inf)`` (a bool is not one)."""
+    for name in names:
+        v = getattr(params, name)
+        if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
+            raise ParameterError(f"{label}: {name} = {v!r}: must be positive and finite")
+
+
 @dataclass(frozen=True)
 class BlockWorkloadParams:
     """Every parameter of the generative model (module docstring).  Defaults are the study's workload."""
@@ -152,16 +175,10 @@ class BlockWorkloadParams:
     conc_rest: float = 3.0
 
     def __post_init__(self) -> None:
-        positive_ints = ("steps", "n_sequences", "system_blocks", "prompt_blocks_min", "topic_blocks")
-        for name in positive_ints:
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-                raise ParameterError(f"block workload: {name} = {v!r}: must be a positive integer")
-        for name in ("system_reads", "local_blocks", "heavy_blocks", "heavy_reads", "topic_reads",
-                     "background_reads"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
-                raise ParameterError(f"block workload: {name} = {v!r}: must be a non-negative integer")
+        label = "block workload"
+        _check_integers(label, self, ("steps", "n_sequences", "system_blocks", "prompt_blocks_min", "topic_blocks"), 1)
+        _check_integers(label, self, ("system_reads", "local_blocks", "heavy_blocks", "heavy_reads", "topic_reads",
+                                      "background_reads"), 0)
         if self.system_reads >= self.system_blocks:
             raise ParameterError(f"block workload: system_reads = {self.system_reads}: must be below "
                                  f"system_blocks = {self.system_blocks} (block 0 is always read)")
@@ -174,15 +191,10 @@ class BlockWorkloadParams:
         if self.topic_reads > self.topic_blocks or self.heavy_reads > self.heavy_blocks:
             raise ParameterError(f"block workload: topic_reads = {self.topic_reads} or heavy_reads = "
                                  f"{self.heavy_reads} exceeds its set (topic_blocks, heavy_blocks)")
-        for name in ("topic_shift_prob", "return_shift_prob", "end_prob"):
-            v = getattr(self, name)
-            if not 0.0 <= v <= 1.0:
-                raise ParameterError(f"block workload: {name} = {v!r}: must be a probability in [0, 1]")
-        for name in ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean", "conc_sink",
-                     "conc_system", "conc_local", "conc_heavy", "conc_topic", "conc_background", "conc_rest"):
-            v = getattr(self, name)
-            if not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
-                raise ParameterError(f"block workload: {name} = {v!r}: must be positive and finite")
+        _check_probabilities(label, self, ("topic_shift_prob", "return_shift_prob", "end_prob"))
+        _check_positive_finite(label, self, ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean",
+                                             "conc_sink", "conc_system", "conc_local", "conc_heavy", "conc_topic",
+                                             "conc_background", "conc_rest"))
         if self.turn_tokens_mean < 1 or self.reply_blocks_mean < 1:
             raise ParameterError("block workload: turn_tokens_mean and reply_blocks_mean must be at least 1 "
                                  "(means of geometric distributions on 1, 2, ...)")
@@ -374,26 +386,21 @@ class AnchoredWorkloadParams:
     conc_rest: float = 0.3
 
     def __post_init__(self) -> None:
-        for name in ("steps", "conversations", "anchor_blocks", "anchor_reads", "transient_reads"):
-            v = getattr(self, name)
-            low = 0 if name == "transient_reads" else 1
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ParameterError(f"anchored workload: {name} = {v!r}: must be an integer >= {low}")
+        label = "anchored workload"
+        _check_integers(label, self, ("steps", "conversations", "anchor_blocks", "anchor_reads"), 1)
+        _check_integers(label, self, ("transient_reads",), 0)
         if self.anchor_reads > self.anchor_blocks:
             raise ParameterError(f"anchored workload: anchor_reads = {self.anchor_reads}: must be at most "
                                  f"anchor_blocks = {self.anchor_blocks}")
         if self.anchor_blocks + self.steps * self.transient_reads > MAX_BLOCKS_PER_SEQUENCE:
             raise ParameterError("anchored workload: anchor_blocks + steps * transient_reads must stay below 2**20 "
                                  "blocks per sequence")
-        if not 0.0 <= self.end_prob <= 1.0:
-            raise ParameterError(f"anchored workload: end_prob = {self.end_prob!r}: must be a probability in [0, 1]")
+        _check_probabilities(label, self, ("end_prob",))
         z = self.popularity_zipf
         if isinstance(z, bool) or not (isinstance(z, (int, float)) and 0.0 <= z < float("inf")):
             raise ParameterError(f"anchored workload: popularity_zipf = {z!r}: must be finite and >= 0")
-        for name in ("turn_steps_mean", "idle_steps_mean", "conc_anchor", "conc_transient", "conc_rest"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
-                raise ParameterError(f"anchored workload: {name} = {v!r}: must be positive and finite")
+        _check_positive_finite(label, self, ("turn_steps_mean", "idle_steps_mean", "conc_anchor", "conc_transient",
+                                             "conc_rest"))
         if self.turn_steps_mean < 1:
             raise ParameterError("anchored workload: turn_steps_mean must be at least 1 (mean of a geometric "
                                  "distribution on 1, 2, ...)")
