@@ -62,12 +62,15 @@ def promised_bound(policy: Any, k: int, h: int | None = None) -> Guarantee:
     """The competitive bound ``policy`` promises at ``k`` and ``h``: its declared ``guarantee`` (policy metadata,
     :mod:`policies.registry`) or, when it declares none, the bound its kind admits -- ``k/(k-h+1)`` for a
     deterministic policy, ``2H_k - 1`` in expectation for a randomized one.  Raises a ParameterError when the
-    bound is not stated for ``h < k``."""
+    declared guarantee is not one of :data:`~kvcore.formulas.GUARANTEES` or the bound is not stated for ``h < k``."""
     probe = policy_factory(policy)()
     name = getattr(probe, "guarantee", None)
     if name is None:
         name = "k/(k-h+1)" if getattr(probe, "deterministic", True) else "2H_k-1"
-    g = GUARANTEES[name]
+    g = GUARANTEES.get(name) if isinstance(name, str) else None
+    if g is None:
+        raise ParameterError(f"policy {policy_name(probe)}: declares guarantee {name!r}, not one of "
+                             f"{sorted(GUARANTEES)}")
     h = k if h is None else h
     if not g.applies(k, h):
         raise ParameterError(f"h = {h}: the bound {g.name} of {policy_name(probe)} is stated for h = k only")
@@ -111,8 +114,9 @@ def assert_prefix_consistent(policy: Any, trace: PagingTrace | AttentionTrace, k
         if got != want:
             first = next((i for i, (a, b) in enumerate(zip(got, want)) if a != b), min(len(got), len(want)))
             step, item = (got + want)[first] if first < len(got) + len(want) else (cut, None)
-            raise ContractViolation(policy_name(make()), int(step), f"its decision depends on steps after {step} (the run "
-                                    f"cut at step {cut} evicts differently): the policy reads the future", item)
+            raise ContractViolation(policy_name(make()), int(step), f"its decision depends on steps after {step} "
+                                    f"(the run cut at step {cut} evicts differently): the policy reads the future",
+                                    item)
 
 
 def gap_growth(policy: Any, family: list[AttentionTrace], k: int) -> tuple[float, list[float]]:

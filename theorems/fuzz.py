@@ -72,7 +72,6 @@ from adversary import constructions, tail_mass
 from adversary.strategies import within_theorem4_premise
 from kvcore.atomic import write_text
 from kvcore.errors import ContractViolation, ParameterError, TraceError
-from kvcore.formulas import GUARANTEES
 from kvcore.measure import REL_TOL, measure, within
 from kvcore.traces import AttentionTrace, PagingTrace, save_trace
 from policies.isolated import PolicyFailed, PolicyHost, PolicyTimeout
@@ -731,10 +730,6 @@ class _RatioBound:
 
     def __init__(self, search: _Search):
         self.s = search
-        declared = getattr(search.make(), "guarantee", None)
-        if declared is not None and declared not in GUARANTEES:
-            raise ParameterError(f"policy {search.cfg.target}: declares guarantee {declared!r}, not one of "
-                                 f"{sorted(GUARANTEES)}")
         g = promised_bound(search.make, search.k)
         self.bound = g.value(search.k)
         self.bound_name = (f"{g.name} with h = k" + (" in expectation" if g.expectation else "")
