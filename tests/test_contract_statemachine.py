@@ -29,7 +29,6 @@ from kvcore.errors import ContractViolation
 from kvcore.measure import measure
 from kvcore.traces import PagingTrace
 from policies.lru import LRU
-from policies.registry import REGISTRY, register
 from theorems.check import assert_prefix_consistent
 from theorems.fuzz import fuzz_policy
 
@@ -137,15 +136,12 @@ def test_reading_the_future_is_a_contract_violation():
     assert_prefix_consistent(LRU, trace, 3)  # the honest policy passes the same check
 
 
-def test_fuzz_isolates_a_future_reader_or_catches_it():
+def test_fuzz_isolates_a_future_reader_or_catches_it(registered):
     # as module:Class it runs in its own process, where no frame holds a trace: only its fallback (LRU) can run
     rep = fuzz_policy("tests.test_contract_statemachine:PeeksAtTrace", 3, examples=3, seconds=30)
     lru = measure(LRU, cyclic_k_plus_one(3, 80), 3).ratio   # the construction's trace, replayed by plain LRU
     assert rep.verdict == "no violation found" and rep.constructions["cyclic k+1"] == pytest.approx(lru)
     # registered, it runs inside the engine's process, reads the trace, and the information-rule check catches it
-    register(PeeksAtTrace)
-    try:
-        rep = fuzz_policy("PeeksAtTrace", 3, examples=3, seconds=30)
-    finally:
-        REGISTRY.pop("peeksattrace", None)
+    registered(PeeksAtTrace)
+    rep = fuzz_policy("PeeksAtTrace", 3, examples=3, seconds=30)
     assert rep.verdict == "contract violation" and "reads the future" in rep.contract_violation
