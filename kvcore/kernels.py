@@ -70,21 +70,27 @@ def compiled() -> bool:
     return importlib.util.find_spec("numba") is not None and os.environ.get("NUMBA_DISABLE_JIT", "0") in ("", "0")
 
 
+# Plain helpers the kernels call (see :func:`_inlined`); numba learns them on the first compilation.
+_HELPERS: list[Callable] = []
+
+
 def _compile(fn: Callable) -> Callable:
     if not compiled():
         return fn
     import numba
+    from numba.extending import register_jitable
 
+    while _HELPERS:
+        register_jitable(inline="always")(_HELPERS.pop())
     return numba.njit(cache=True, nogil=True)(fn)
 
 
-def _kernel(fn: Callable) -> Kernel:
-    return Kernel(fn)
-
-
-def interpreted(kernel: Kernel | Callable) -> Callable:
-    """The plain-Python function behind ``kernel``."""
-    return getattr(kernel, "py_func", kernel)
+def _inlined(fn: Callable) -> Callable:
+    """A helper for the kernels that stays a plain function: run as plain Python by the plain kernels, and inlined
+    into the compiled ones (``numba.extending.register_jitable``, applied on the first compilation so that importing
+    this module does not import numba)."""
+    _HELPERS.append(fn)
+    return fn
 
 
 NO_HITS = np.zeros(0, np.bool_)
@@ -95,7 +101,26 @@ NO_HITS = np.zeros(0, np.bool_)
 # --------------------------------------------------------------------------------------------------------------------
 
 
-@_kernel
+@_inlined
+def _unlink(before, after, x):
+    """Take node ``x`` out of its circular doubly linked list."""
+    p = before[x]
+    q = after[x]
+    after[p] = q
+    before[q] = p
+
+
+@_inlined
+def _append(before, after, sentinel, x):
+    """Insert node ``x`` at the tail of the circular list of ``sentinel`` (just before it)."""
+    tail = before[sentinel]
+    after[tail] = x
+    before[x] = tail
+    after[x] = sentinel
+    before[sentinel] = x
+
+
+@Kernel
 def lru(ids, n, k, hits):
     T = ids.size
     record = hits.size == T
@@ -112,32 +137,23 @@ def lru(ids, n, k, hits):
         if resident[x]:
             if record:
                 hits[t] = True
-            p = before[x]
-            q = after[x]
-            after[p] = q
-            before[q] = p
+            _unlink(before, after, x)
         else:
             misses += 1
             if record:
                 hits[t] = False
             if size == k:
                 v = after[n]
-                q = after[v]
-                after[n] = q
-                before[q] = n
+                _unlink(before, after, v)
                 resident[v] = False
             else:
                 size += 1
             resident[x] = True
-        last = before[n]
-        after[last] = x
-        before[x] = last
-        after[x] = n
-        before[n] = x
+        _append(before, after, n, x)
     return misses
 
 
-@_kernel
+@Kernel
 def fifo(ids, n, k, hits):
     T = ids.size
     record = hits.size == T
@@ -167,15 +183,15 @@ def fifo(ids, n, k, hits):
     return misses
 
 
-@_kernel
+@Kernel
 def lfu(ids, n, k, max_count, hits):
     T = ids.size
     record = hits.size == T
     count = np.zeros(n, np.int64)  # 0 = not resident
-    before = np.full(n, -1, np.int64)
-    after = np.full(n, -1, np.int64)
-    first = np.full(max_count + 2, -1, np.int64)  # per count: least recently requested item with that count
-    last = np.full(max_count + 2, -1, np.int64)
+    # One circular list per count c with sentinel n + c: after[n + c] is the least recently requested item with
+    # count c, and the list is empty when that is the sentinel itself.
+    before = np.arange(n + max_count + 2, dtype=np.int64)
+    after = before.copy()
     min_count = 0
     size = 0
     misses = 0
@@ -185,17 +201,8 @@ def lfu(ids, n, k, max_count, hits):
         if c > 0:
             if record:
                 hits[t] = True
-            p = before[x]
-            q = after[x]
-            if p >= 0:
-                after[p] = q
-            else:
-                first[c] = q
-            if q >= 0:
-                before[q] = p
-            else:
-                last[c] = p
-            if min_count == c and first[c] < 0:
+            _unlink(before, after, x)
+            if min_count == c and after[n + c] == n + c:
                 min_count = c + 1
             c += 1
         else:
@@ -203,31 +210,19 @@ def lfu(ids, n, k, max_count, hits):
             if record:
                 hits[t] = False
             if size == k:
-                v = first[min_count]
-                q = after[v]
-                first[min_count] = q
-                if q >= 0:
-                    before[q] = -1
-                else:
-                    last[min_count] = -1
+                v = after[n + min_count]
+                _unlink(before, after, v)
                 count[v] = 0
             else:
                 size += 1
             c = 1
             min_count = 1
         count[x] = c
-        tail = last[c]
-        before[x] = tail
-        after[x] = -1
-        if tail >= 0:
-            after[tail] = x
-        else:
-            first[c] = x
-        last[c] = x
+        _append(before, after, n + c, x)
     return misses
 
 
-@_kernel
+@Kernel
 def next_request(ids, n, nxt):
     """Fill ``nxt[t]`` with the next step requesting ``ids[t]``, or ``T`` when there is none (one backward sweep)."""
     T = ids.size
@@ -239,7 +234,7 @@ def next_request(ids, n, nxt):
     return nxt
 
 
-@_kernel
+@Kernel
 def belady(ids, n, k, nxt, hits):
     T = ids.size
     record = hits.size == T
@@ -299,7 +294,7 @@ def belady(ids, n, k, nxt, hits):
     return misses
 
 
-@_kernel
+@Kernel
 def lru_stack_distances(ids, n):
     """Per request: the number of distinct other items requested since the previous request of the same item,
     or ``-1`` for a first request.  Fenwick tree over positions; a position holds 1 while it is the latest request
@@ -337,7 +332,7 @@ def lru_stack_distances(ids, n):
     return dist
 
 
-@_kernel
+@Kernel
 def renumber(items, out):
     """Write into ``out`` the index of each item's first appearance among the distinct items (0, 1, 2, ... in order
     of first request) and return the number of distinct items.  Open addressing with linear probing, the table
