@@ -33,9 +33,9 @@ Processes and budget
     process it uses) ``GRACE`` seconds after the budget: ``seconds`` bounds everything, constructions and
     shrinking included, whatever the policy or the optimum does (nothing inside the worker is interrupted
     asynchronously -- a half-finished import or JIT compilation would poison the rest of the run; the worker
-    checks the clock between traces and the supervisor's kill is the backstop).  A ``module:Class`` policy runs in its own
-    process (:mod:`policies.isolated`), created before any trace exists, receiving only the engine's five calls;
-    it cannot read the trace, the checker or the engine's state, and a call it does not answer within
+    checks the clock between traces and the supervisor's kill is the backstop).  A ``module:Class`` policy runs in
+    its own process (:mod:`policies.isolated`), created before any trace exists, receiving only the engine's five
+    calls; it cannot read the trace, the checker or the engine's state, and a call it does not answer within
     ``call_timeout`` seconds ends the search ("the policy did not answer within S s").  Registered policies are
     project code and run inside the worker.  Hypothesis keeps no database and its home directory is a temporary
     one, removed afterwards.
@@ -216,15 +216,15 @@ class FuzzReport:
         return "no violation found"
 
     @property
-    def exit_code(self) -> int:
-        if self.finding in POLICY_FINDINGS or self.violation:
-            return 1
-        return 3 if self.finding == "internal error" else 0
-
-    @property
     def has_counterexample(self) -> bool:
         """A finding about the policy worth writing to disk."""
         return self.finding in POLICY_FINDINGS or self.violation
+
+    @property
+    def exit_code(self) -> int:
+        if self.has_counterexample:
+            return 1
+        return 3 if self.finding == "internal error" else 0
 
     @property
     def trace_file(self) -> str | None:
@@ -469,7 +469,7 @@ class _Search:
         self.search_worst: float | None = None
         self.examples = 0
         self.first_exceed: float | None = None
-        self.fault: tuple[str, str, Any] | None = None
+        self.policy_fault = False   # a failure of the policy is being shrunk by hypothesis
         self.stopped = False
         self.t_search = 0.0
         self.last_progress = 0.0
@@ -574,7 +574,7 @@ class _Search:
 
     # -- stage 2 -----------------------------------------------------------------------------------------------------
     def _explore_until(self) -> float:
-        if self.fault is None and self.first_exceed is not None:
+        if not self.policy_fault and self.first_exceed is not None:
             return self.deadline - SHRINK_RESERVE * (self.deadline - self.t_search)
         return self.deadline
 
@@ -592,10 +592,9 @@ class _Search:
         self.emit(("stage", "the targeted search"))
         self.t_search = time.monotonic()
 
-        def one(drawn):
+        def one(trace):
             if time.monotonic() > self._explore_until():
                 raise _OutOfTime()
-            trace = self.objective.trace_of(drawn)
             try:
                 value, details = self.evaluate(trace, f"targeted search, example {self.examples + 1}")
             except BaseException as exc:  # noqa: BLE001
@@ -614,21 +613,19 @@ class _Search:
         except (_OutOfTime, _Stop, _PolicyFault):
             pass
         except Exception as exc:  # noqa: BLE001 -- hypothesis' own errors (e.g. a flaky failure)
-            if self.fault is None:
+            if not self.policy_fault:
                 self.emit(("finding", "internal error", f"the search: {_internal(exc)}", None))
                 self.stopped = True
         self.emit(("examples", self.examples, self.search_worst))
-        if self.fault is not None:
+        if self.policy_fault:
             self.stopped = True
 
     def _on_failure(self, exc: BaseException, trace) -> None:
         """Record a failure during the search; a failure of the policy is shrunk by hypothesis, anything else stops."""
-        if isinstance(exc, _OutOfTime):
-            raise exc
         kind, message = self.fault_of(exc)
         self.emit(("finding", kind, message, trace))
         if kind in ("contract violation", "policy error") and not isinstance(exc, _BelowOptimum):
-            self.fault = (kind, message, trace)
+            self.policy_fault = True
             raise _PolicyFault(message)
         self.stopped = True
         raise _Stop()
@@ -648,17 +645,14 @@ class _Search:
         self.emit(("stage", "shrinking"))
         found = []
 
-        def one(drawn):
+        def one(trace):
             if time.monotonic() > self.deadline:
                 raise _OutOfTime()
-            trace = self.objective.trace_of(drawn)
             cached = self.cache.get(_trace_key(trace))
             if cached is None:
                 try:
                     value, details = self.evaluate(trace, "shrinking")
                 except BaseException as exc:  # noqa: BLE001
-                    if isinstance(exc, _OutOfTime):
-                        raise
                     kind, message = self.fault_of(exc)
                     self.emit(("finding", kind, message, trace))
                     self.stopped = True
@@ -682,9 +676,8 @@ class _Search:
             pass
         except Exception as exc:  # noqa: BLE001
             self.emit(("note", f"shrinking stopped: {_internal(exc)}"))
-        else:
-            if not found:
-                self.emit(("note", "the shrinking pass did not come upon the example again"))
+        else:  # every example that hits raises _Exceeded, so none did
+            self.emit(("note", "the shrinking pass did not come upon the example again"))
 
 
 def _source_files(policy: Any) -> set[str]:
@@ -725,11 +718,33 @@ def _rm_strategy(k: int):
                      paging_traces(max_items=n, min_steps=_cap(k + 1, 64), max_steps=_cap(10 * n, 400)))
 
 
-class _RatioBound:
-    value_name = "ratio ALG/OPT"
+def _nm_sizes(k: int) -> dict:
+    """Lengths and row support of the NM strategies at cache ``k``."""
+    return {"min_T": _cap(k + 1, 24), "max_T": _cap(8 * (k + 2), 80), "max_support": _cap(k + 3, 8)}
+
+
+class _Question:
+    """What the three questions share: the search maximises ``evaluate``'s value, which breaks the question when it
+    exceeds ``bound``; a construction's trace is searched as it is built (RM) or its longest member (an NM
+    family)."""
+
+    bound = 0.0
 
     def __init__(self, search: _Search):
         self.s = search
+
+    def from_construction(self, built):
+        return built if self.s.cfg.model == "rm" else built[-1]
+
+    def exceeds(self, value: float) -> bool:
+        return not within(value, self.bound)
+
+
+class _RatioBound(_Question):
+    value_name = "ratio ALG/OPT"
+
+    def __init__(self, search: _Search):
+        super().__init__(search)
         g = promised_bound(search.make, search.k)
         self.bound = g.value(search.k)
         self.bound_name = (f"{g.name} with h = k" + (" in expectation" if g.expectation else "")
@@ -738,26 +753,16 @@ class _RatioBound:
     def strategy(self):
         return _rm_strategy(self.s.k)
 
-    def from_construction(self, built):
-        return built
-
-    def trace_of(self, drawn):
-        return drawn
-
     def evaluate(self, trace):
         m = self.s.measure(self.s.make, trace)
         return m.judged("ratio"), {"cost": m.cost, "opt_cost": m.opt_cost}
 
-    def exceeds(self, value: float) -> bool:
-        return not within(value, self.bound)
 
-
-class _TailBound:
+class _TailBound(_Question):
     value_name = "regret - tail mass"
-    bound = 0.0
 
     def __init__(self, search: _Search):
-        self.s = search
+        super().__init__(search)
         self.p = search.cfg.premise
         self.bound_name = (f"NM regret <= tail mass sum_t M_t(tau) on traces inside Theorem 4's corrected premise "
                            f"({self.p.describe()}: chain persistence, warm-set union <= k - 1)")
@@ -765,30 +770,20 @@ class _TailBound:
     def strategy(self):
         from adversary.strategies import theorem4_premise_traces
 
-        k = self.s.k
-        return theorem4_premise_traces(k, self.p.rho, self.p.W, self.p.tau, min_T=_cap(k + 1, 24),
-                                       max_T=_cap(8 * (k + 2), 80), max_support=_cap(k + 3, 8))
+        return theorem4_premise_traces(self.s.k, self.p.rho, self.p.W, self.p.tau, **_nm_sizes(self.s.k))
 
     def from_construction(self, built):
         return within_theorem4_premise(built[-1], self.p.rho, self.p.W, self.p.tau, self.s.k - 1)
-
-    def trace_of(self, drawn):
-        return drawn
 
     def evaluate(self, trace):
         m = self.s.measure(self.s.make, trace)
         tail = tail_mass(trace, self.p.tau)
         return m.judged("cost") - tail, {"regret": m.cost, "tail_mass": tail, "opt_regret": m.opt_cost}
 
-    def exceeds(self, value: float) -> bool:
-        return not within(value, 0.0)
 
-
-class _Against:
-    bound = 0.0
-
+class _Against(_Question):
     def __init__(self, search: _Search):
-        self.s = search
+        super().__init__(search)
         cost = "regret" if search.cfg.model == "nm" else "cost"
         self.value_name = f"({cost} - {cost} of {search.cfg.against}) / max(OPT's {cost}, {AGAINST_FLOOR})"
         self.bound_name = f"no worse than {search.cfg.against}: {self.value_name} <= 0"
@@ -800,28 +795,17 @@ class _Against:
 
         from adversary.strategies import repeated_suffix_families, shifted_zipf_traces, sparse_attention_traces
 
-        k = self.s.k
-        T, support = _cap(8 * (k + 2), 80), _cap(k + 3, 8)
-        return st.one_of(sparse_attention_traces(min_T=_cap(k + 1, 24), max_T=T, max_support=support),
-                         shifted_zipf_traces(min_T=_cap(k + 1, 24), max_T=T, max_support=support),
-                         repeated_suffix_families(min_prefix=_cap(k + 1, 24), max_prefix=_cap(3 * k + 3, 40),
+        k, sizes = self.s.k, _nm_sizes(self.s.k)
+        return st.one_of(sparse_attention_traces(**sizes), shifted_zipf_traces(**sizes),
+                         repeated_suffix_families(min_prefix=sizes["min_T"], max_prefix=_cap(3 * k + 3, 40),
                                                   max_support=_cap(k + 1, 8),
                                                   suffix_lengths=(_cap(4 * k, 40),)).map(lambda f: f[-1]))
-
-    def from_construction(self, built):
-        return built if self.s.cfg.model == "rm" else built[-1]
-
-    def trace_of(self, drawn):
-        return drawn
 
     def evaluate(self, trace):
         mine = self.s.measure(self.s.make, trace)
         ref = self.s.measure(self.s.ref, trace, opt=mine.opt if mine.opt is not None else mine.opt_cost)
         value = (mine.cost - ref.cost) / max(mine.opt_cost, AGAINST_FLOOR)
         return value, {"cost": mine.cost, "reference_cost": ref.cost, "opt_cost": mine.opt_cost}
-
-    def exceeds(self, value: float) -> bool:
-        return not within(value, 0.0)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
