@@ -1,8 +1,6 @@
 """The command line: ``python -m paper_check`` subcommands, their JSON, and one-line errors with exit status 2."""
 
 import json
-import subprocess
-import sys
 import textwrap
 
 import numpy as np
@@ -11,13 +9,11 @@ import pytest
 from kvcore.optima import belady
 from kvcore.traces import AttentionTrace, PagingTrace, save_trace
 from paper_check.cli import main
+from tests.command_line import ROOT, is_one_line_error, run_module
 
 
-def run_cli(*args, cwd=None):
-    """Run the real entry point in a subprocess: exit status, stdout, stderr."""
-    p = subprocess.run([sys.executable, "-m", "paper_check", *map(str, args)], capture_output=True, text=True,
-                       cwd=cwd, timeout=600)
-    return p.returncode, p.stdout, p.stderr
+def run_cli(*args, cwd=ROOT):
+    return run_module("paper_check", *args, cwd=cwd)
 
 
 @pytest.fixture
@@ -64,8 +60,7 @@ def test_bad_trace_files_give_one_line_and_exit_2(tmp_path, make_bad, needle):
     path = make_bad(tmp_path)
     model = "nm" if str(path).endswith(".npz") else "rm"
     code, out, err = run_cli("simulate", "--policy", "LRU", "-k", "2", "--model", model, path)
-    assert code == 2 and out == ""
-    assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
+    assert is_one_line_error(code, err, needle) and out == "", err
 
 
 @pytest.mark.parametrize("args, needle", [
@@ -76,7 +71,7 @@ def test_bad_trace_files_give_one_line_and_exit_2(tmp_path, make_bad, needle):
 def test_bad_arguments_exit_2(paging_file, args, needle):
     path, _ = paging_file
     code, _, err = run_cli("simulate", "--policy", "LRU", *args, path)
-    assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err
+    assert is_one_line_error(code, err, needle), err
 
 
 def test_unknown_policy_figure_claim_and_unwritable_dir(paging_file, tmp_path):
@@ -86,7 +81,7 @@ def test_unknown_policy_figure_claim_and_unwritable_dir(paging_file, tmp_path):
                          (["claim", "no-such-claim"], "unknown claim"),
                          (["--out", "/proc/forbidden"], "not writable")):
         code, _, err = run_cli(*args)
-        assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, (args, err)
+        assert is_one_line_error(code, err, needle), (args, err)
 
 
 def test_policies_json_lists_the_registry(capsys):
@@ -113,7 +108,7 @@ def test_fuzz_target_errors_exit_2(tmp_path):
     for target, needle in (("nosuchmodule:X", "cannot import"), ("broken_import:X", "cannot import"),
                            ("notapolicy:Missing", "no attribute"), ("notapolicy:Thing", "does not follow")):
         code, _, err = run_cli("fuzz", target, "-k", "2", cwd=tmp_path)
-        assert code == 2 and len(err.strip().splitlines()) == 1 and needle in err, (target, err)
+        assert is_one_line_error(code, err, needle), (target, err)
 
 
 def test_fuzz_reports_a_contract_violation_not_a_ratio(tmp_path):

@@ -1,0 +1,32 @@
+"""The toolkit's command lines run as a user types them, for the tests: a subprocess, its exit status and output, and
+the check every bad input must pass (exit status 2, one line on stderr, no traceback)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def run_module(module: str, *args, cwd=ROOT, timeout: float = 600, env=None) -> tuple[int, str, str]:
+    """``python -m MODULE ARGS...`` in ``cwd``: exit status, stdout, stderr."""
+    p = subprocess.run([sys.executable, "-m", module, *map(str, args)], capture_output=True, text=True, cwd=cwd,
+                       timeout=timeout, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def run_realtrace_without(missing: tuple[str, ...], *args, timeout: float = 120) -> tuple[int, str, str]:
+    """``python -m realtrace ARGS...`` with the ``missing`` modules unimportable, as on a machine without the
+    optional extras that provide them."""
+    code = "".join(f"sys.modules[{m!r}] = None; " for m in missing)
+    code = f"import sys; {code}from realtrace.cli import main; sys.exit(main(sys.argv[1:]))"
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, timeout=timeout)
+    return p.returncode, p.stdout, p.stderr
+
+
+def is_one_line_error(code: int, err: str, needle: str = "") -> bool:
+    """Exit status 2 and exactly one non-empty line on stderr, containing ``needle``, with no traceback."""
+    return (code == 2 and err.count("\n") == 1 and err.endswith("\n") and err.strip() != ""
+            and "Traceback" not in err and needle in err)
