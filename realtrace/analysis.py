@@ -231,20 +231,12 @@ def best_threshold(trace: AttentionTrace, k: int, rho: float, W: int) -> Thresho
 # --------------------------------------------------------------------------------------------------------------------
 
 
-def regret_per_step_of_schedule(trace: AttentionTrace, evictions: list[tuple[int, int]],
-                                tokens: range | None = None) -> np.ndarray:
-    """Per-step NM regret of a drop schedule ``[(t, token)]``: token ``i`` is resident on ``[i, drop_i)`` (``drop_i
-    = T`` if never dropped), so step ``t`` loses its stored entries with ``t >= drop_i`` (only the entries of
-    ``tokens`` when given)."""
-    T = trace.T
-    drop = np.full(T, T, dtype=np.int64)
-    for t, i in evictions:
-        drop[i] = min(drop[i], t)
-    rows = _rows(trace)
-    lost = rows >= drop[trace.indices]
-    if tokens is not None:
-        lost &= (trace.indices >= tokens.start) & (trace.indices < tokens.stop)
-    return np.bincount(rows[lost], weights=trace.weights[lost], minlength=T)
+def regret_per_step_of_schedule(trace: AttentionTrace, evictions, tokens: range | None = None) -> np.ndarray:
+    """Per-step NM regret of a drop schedule ``[(t, token)]``, by :func:`kvcore.measure.schedule_regret` (token ``i``
+    is resident on ``[i, drop_i)``; only the entries of ``tokens`` when given)."""
+    from kvcore.measure import schedule_regret
+
+    return schedule_regret(trace, evictions, tokens)
 
 
 @dataclass
