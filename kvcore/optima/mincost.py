@@ -10,10 +10,11 @@ integer number of units, and a flow whose cost is provably less than one unit ab
 exactly optimal.
 
 :func:`solve` returns an integral flow with that proof: ``gap_bound``, an upper bound on ``cost(flow) - OPT`` from
-LP duality evaluated in exact integer arithmetic, and ``certified = gap_bound < 1 unit``, which forces
-``cost(flow) = OPT``.  Both optima build networks whose node-arc incidence matrix is totally unimodular (every column
-one ``+1`` and one ``-1``), so with integer bounds and supplies the LP has integral optimal vertices (Ahuja, Magnanti
-& Orlin, *Network Flows*, Prentice Hall 1993, ch. 9 and 11).
+LP duality evaluated in exact integer arithmetic, always below one unit, which forces ``cost(flow) = OPT`` (a
+backend that cannot prove that raises instead of returning; the optima report it as ``certified``).  Both optima
+build networks whose node-arc incidence matrix is totally unimodular (every column one ``+1`` and one ``-1``), so with
+integer bounds and supplies the LP has integral optimal vertices (Ahuja, Magnanti & Orlin, *Network Flows*, Prentice
+Hall 1993, ch. 9 and 11).
 
 Backends
     ``"netsimplex"`` (default)  the primal network simplex of :mod:`kvcore.optima.netsimplex` on int64 costs.  When
@@ -122,12 +123,12 @@ class FlowNetwork:
 
 @dataclass(frozen=True)
 class FlowSolution:
-    """``flow`` (int64 per arc); ``gap_bound`` (float, cost units) and ``certified`` (gap below one unit: exact)."""
+    """``flow`` (int64 per arc), proven optimal: ``gap_bound`` (float, cost units) is below one unit (module
+    docstring); a backend that cannot prove it raises instead of returning."""
 
     flow: np.ndarray
     solver: str
     gap_bound: float
-    certified: bool
 
 
 def check_solver(solver: str) -> str:
@@ -192,7 +193,7 @@ def solve(net: FlowNetwork, solver: str = DEFAULT_SOLVER) -> FlowSolution:
     if net.n_arcs == 0:
         flow = np.zeros(0, dtype=np.int64)
         _check_feasible(net, flow, solver)
-        return FlowSolution(flow, solver, 0.0, True)
+        return FlowSolution(flow, solver, 0.0)
     if solver == "highs":
         return _solve_highs(net)
     if solver == "networkx":
@@ -200,13 +201,17 @@ def solve(net: FlowNetwork, solver: str = DEFAULT_SOLVER) -> FlowSolution:
     return _solve_netsimplex(net)
 
 
+def _net_outflow(net: FlowNetwork, flow: np.ndarray) -> np.ndarray:
+    """Per node: flow out minus flow in (conservation holds when this equals ``supply``)."""
+    return np.bincount(net.tail, weights=flow, minlength=net.n_nodes).astype(np.int64) - \
+        np.bincount(net.head, weights=flow, minlength=net.n_nodes).astype(np.int64)
+
+
 def _check_feasible(net: FlowNetwork, flow: np.ndarray, solver: str) -> None:
     """Exact integer check of bounds and conservation: a backend's answer is never trusted blindly."""
     if (flow < net.lower).any() or (flow > net.cap).any():
         raise RuntimeError(f"min-cost flow backend {solver!r} returned a flow outside the arc bounds")
-    balance = np.bincount(net.tail, weights=flow, minlength=net.n_nodes).astype(np.int64) - \
-        np.bincount(net.head, weights=flow, minlength=net.n_nodes).astype(np.int64)
-    if not np.array_equal(balance, net.supply):
+    if not np.array_equal(_net_outflow(net, flow), net.supply):
         raise RuntimeError(f"min-cost flow backend {solver!r} returned a flow that violates conservation")
 
 
@@ -277,7 +282,7 @@ def _solve_netsimplex(net: FlowNetwork) -> FlowSolution:
             out = np.empty(net.n_arcs, np.int64)
             out[order] = flow + net.lower[order]
             _check_feasible(net, out, "netsimplex")
-            return FlowSolution(out, "netsimplex", 0.0, True)
+            return FlowSolution(out, "netsimplex", 0.0)
         reduced = rc
         k = max(0, k - gain)
         tree = np.where(pred[:-1] < net.n_arcs, pred[:-1], -1)
@@ -322,9 +327,9 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     rc = as_objects(net.cost) * scale_c - y_units[net.tail] + y_units[net.head]
     gap = duality_gap(rc, flow, net.lower, net.cap)
     if gap < scale_c:  # below one cost unit: no integral flow is cheaper
-        return FlowSolution(flow, "highs", float(Fraction(gap, scale_c) * net.cost_unit), True)
+        return FlowSolution(flow, "highs", float(Fraction(gap, scale_c) * net.cost_unit))
     fallback = _solve_netsimplex(net)
-    return FlowSolution(fallback.flow, "highs+netsimplex", fallback.gap_bound, fallback.certified)
+    return FlowSolution(fallback.flow, "highs+netsimplex", fallback.gap_bound)
 
 
 def _solve_networkx(net: FlowNetwork) -> FlowSolution:
@@ -332,8 +337,7 @@ def _solve_networkx(net: FlowNetwork) -> FlowSolution:
 
     # networkx has no lower bounds: route each lower bound through as fixed flow and shift the supplies
     lower = net.lower
-    demand = -(net.supply - np.bincount(net.tail, weights=lower, minlength=net.n_nodes).astype(np.int64)
-               + np.bincount(net.head, weights=lower, minlength=net.n_nodes).astype(np.int64))
+    demand = _net_outflow(net, lower) - net.supply
     weights = as_objects(net.cost).tolist()
     g = nx.MultiDiGraph()
     g.add_nodes_from((v, {"demand": int(d)}) for v, d in enumerate(demand.tolist()))
@@ -346,4 +350,4 @@ def _solve_networkx(net: FlowNetwork) -> FlowSolution:
             for a, f in by_key.items():
                 flow[a] += int(f)
     _check_feasible(net, flow, "networkx")
-    return FlowSolution(flow, "networkx", 0.0, True)
+    return FlowSolution(flow, "networkx", 0.0)

@@ -30,7 +30,8 @@ The method (Dantzig's primal network simplex as presented by Ahuja, Magnanti & O
 
 Measured on the NM optimum at T = 20,000 / h = 1,024 (module :mod:`kvcore.optima.mincost` has the comparison with
 HiGHS): 1.1 M pivots (96 % degenerate), each scanning ~110 arcs, climbing ~400 tree nodes and shifting ~200
-potentials, ~5 us per pivot.  Without numba the same function runs as plain Python, only for small networks (the tests check both).
+potentials, ~5 us per pivot.  Without numba the same function runs as plain Python, only for small networks (the
+tests check both).
 """
 
 from __future__ import annotations
@@ -354,19 +355,18 @@ network_simplex = Kernel(_network_simplex)
 
 
 def solve_integer(tail: np.ndarray, head: np.ndarray, cost: np.ndarray, cap: np.ndarray, flow: np.ndarray,
-                  tree_arc: np.ndarray, compiled: bool = True, block: int | None = None,
+                  tree_arc: np.ndarray, compiled: bool = True,
                   max_pivots: int = -1) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
     """Run the kernel from the feasible ``flow`` (modified in place) and the starting tree ``tree_arc``.
 
     Returns ``(flow, pi, pred, order, pivots)``: potentials of the ``n`` nodes plus the root (index ``n``), each
     node's tree arc (``>= m`` for the artificial arc of node ``arc - m``, -1 for the root) and the tree's preorder
-    starting at the root.  ``block`` defaults to ``0.1 sqrt(m)`` (measured better than LEMON's ``sqrt(m)`` on the
-    optima's networks, see :mod:`kvcore.optima.mincost`).  Raises RuntimeError on an invalid start or when
+    starting at the root.  Pricing blocks hold ``0.1 sqrt(m)`` arcs (measured better than LEMON's ``sqrt(m)`` on
+    the optima's networks, see :mod:`kvcore.optima.mincost`).  Raises RuntimeError on an invalid start or when
     ``max_pivots`` (``-1``: no limit) is reached."""
     m = int(tail.size)
     n = int(tree_arc.size)
-    if block is None:
-        block = max(10, int(0.1 * np.sqrt(max(m, 1))))
+    block = max(10, int(0.1 * np.sqrt(max(m, 1))))
     pi = np.zeros(n + 1, np.int64)
     pred = np.empty(n + 1, np.int64)
     order = np.empty(n + 1, np.int64)

