@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
@@ -110,7 +111,7 @@ class Measurement:
         """ALG's cost: the value of a deterministic run, the seed mean of a randomized one."""
         return self.ci[0]
 
-    @property
+    @cached_property  # read by cost, ratio, judged and as_dict; the t quantile is worth computing once
     def ci(self) -> tuple[float, float, float]:
         """``(mean, low, high)`` of the cost over seeds at ``confidence`` (zero width for one run)."""
         return mean_ci(self.costs, self.confidence)
