@@ -8,15 +8,18 @@ position, SPEC section 2) it is not: it ignores what a fault costs.  Smallest co
 (``adversary.counterexamples.position_cost_counterexample``, ``k = 3``): the rule pays 1.5, the min-cost-flow optimum
 :func:`kvcore.optima.rm_opt` 7/6.
 
-Runs through the checked engine (:class:`kvcore.engine.RMSimulator`) with an offline chooser that was handed the
+Runs through the checked engine (:func:`kvcore.engine.run_rm`) with an offline chooser that was handed the
 whole trace; it is an offline reference, not an online policy, and is never registered as one.
 """
 
 from __future__ import annotations
 
-from ..engine import RMSimulator, check_capacity
+import numpy as np
+
+from ..engine import check_capacity, run_rm
 from ..traces import PagingTrace
 from .result import OptResult
+from .rm_flow import next_request
 
 
 class _FurthestNextRequest:
@@ -26,14 +29,9 @@ class _FurthestNextRequest:
     deterministic = True
 
     def __init__(self, trace: PagingTrace):
-        self._next: dict[tuple[int, int], int] = {}
-        upcoming: dict[int, int] = {}
-        for t in range(trace.T - 1, -1, -1):
-            items, _ = trace.step(t)
-            for i in items.tolist():
-                self._next[(t, i)] = upcoming.get(i, trace.T)
-            for i in items.tolist():
-                upcoming[i] = t
+        step_of, nxt = next_request(trace)
+        next_step = np.where(nxt >= 0, step_of[nxt], trace.T)  # the step of the item's next request, T if none
+        self._next = dict(zip(zip(step_of.tolist(), trace.items.tolist()), next_step.tolist()))
 
     def reset(self, capacity, rng, model="rm"):
         self._when: dict[int, int] = {}
@@ -57,8 +55,5 @@ class _FurthestNextRequest:
 def furthest_next_heuristic(trace: PagingTrace, capacity: int, record: bool = False) -> OptResult:
     """Cost of the furthest-next-request rule with ``capacity`` slots (module docstring); not optimal in general."""
     h = check_capacity(capacity)
-    sim = RMSimulator(_FurthestNextRequest(trace), h, record=record)
-    for _, items, costs in trace.steps():
-        sim.step(items.tolist(), costs.tolist())
-    res = sim.result()
+    res = run_rm(_FurthestNextRequest(trace), trace, h, record=record)
     return OptResult(res.cost, res.misses, h, "rm", res.evictions, solver="furthest-next-request")
