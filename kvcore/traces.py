@@ -214,11 +214,9 @@ class PagingTrace:
 
     def prefix(self, T: int) -> "PagingTrace":
         """The first ``T`` steps."""
-        if self._offsets is None:
-            return PagingTrace(self._items[:T], None if self._costs is None else self._costs[:T], None, self._source)
-        end = self._offsets[T]
+        end = T if self._offsets is None else self._offsets[T]
         return PagingTrace(self._items[:end], None if self._costs is None else self._costs[:end],
-                           self._offsets[: T + 1], self._source)
+                           None if self._offsets is None else self._offsets[: T + 1], self._source)
 
     def distinct_items(self) -> np.ndarray:
         return np.unique(self._items)
@@ -477,9 +475,7 @@ def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
         raise TraceError(f"{src}: no such file")
     if p.is_dir():
         raise TraceError(f"{src}: is a directory, not a trace file")
-    suffix = p.suffix.lower()
-    if suffix not in (".npy", ".txt", ".npz"):
-        raise TraceError(f"{src}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
+    suffix = _trace_format(p)
     try:
         if suffix == ".npy":
             trace = PagingTrace.unit(_read_npy_ids(p), src)
@@ -494,6 +490,14 @@ def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
     if trace.T == 0:
         raise TraceError(f"{src}: empty trace (no steps): nothing to simulate")
     return trace
+
+
+def _trace_format(p: Path) -> str:
+    """The file format named by ``p``'s extension (lower case); TraceError for an extension that names none."""
+    suffix = p.suffix.lower()
+    if suffix not in (".npy", ".txt", ".npz"):
+        raise TraceError(f"{p}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
+    return suffix
 
 
 def _read_npy_ids(p: Path) -> np.ndarray:
@@ -558,9 +562,7 @@ def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> 
     Unit-cost single-request paging traces may go to ``.npy`` or ``.txt``; everything goes to ``.npz``.
     """
     p = Path(path)
-    suffix = p.suffix.lower()
-    if suffix not in (".npy", ".txt", ".npz"):
-        raise TraceError(f"{p}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
+    suffix = _trace_format(p)
     if suffix in (".npy", ".txt") and not (isinstance(trace, PagingTrace) and trace.is_unit_single):
         raise TraceError(f"{p}: only unit-cost one-request-per-step paging traces fit {suffix}; use .npz")
     if not p.parent.exists():
