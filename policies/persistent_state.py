@@ -41,7 +41,6 @@ class Persistent(Wrapper):
     """
 
     policy: str = "EMA-Block"
-    params: dict | None = None
 
     name = "Persistent"
     models = frozenset({"rm"})
@@ -74,9 +73,3 @@ class Persistent(Wrapper):
         self.inner.admit(t, item, cost)
         if item in self.saved:
             self.inner.import_state(t, item, self.saved.pop(item))
-
-    def hit(self, t, item, cost):
-        self.inner.hit(t, item, cost)
-
-    def observe(self, t, items, weights):
-        self.inner.observe(t, items, weights)

@@ -29,7 +29,6 @@ class SinkPinned(Wrapper):
 
     policy: str = "H2O"
     n_sinks: int = 4
-    params: dict | None = None
     sinks: list | None = None
 
     name = "SinkPinned"

@@ -13,7 +13,8 @@ from .registry import PolicyInfo, get, make
 @dataclass
 class Wrapper(Policy):
     """Holds ``self.inner``, built from a registered name (``policy``) and its parameters (``params``, a dict or
-    ``None`` for its defaults); deterministic iff the wrapped policy is.  Evictions are the wrapped policy's."""
+    ``None`` for its defaults); deterministic iff the wrapped policy is.  Evictions are the wrapped policy's; hits
+    and attention are forwarded to it unchanged unless a subclass filters them."""
 
     policy: str = ""
     params: dict | None = None
@@ -29,7 +30,13 @@ class Wrapper(Policy):
         self.deterministic = info.deterministic
         return info
 
+    def hit(self, t, item, cost):
+        self.inner.hit(t, item, cost)
+
     def evict(self, t, need, protected):
         victims = self.inner.evict(t, need, protected)
         self.resident.difference_update(victims)
         return victims
+
+    def observe(self, t, items, weights):
+        self.inner.observe(t, items, weights)
