@@ -188,39 +188,32 @@ def tight_cycle(game: GameGraph, cert: Certificate) -> list[int] | None:
     for x, y in zip(ts.tolist(), td.tolist()):
         if comp[x] == comp[s0] and comp[y] == comp[s0]:
             adj.setdefault(x, []).append(y)
-    prev = {s1: None}
-    frontier = deque([s1])
-    while frontier and s0 not in prev:
+    return [s0] + _shortest_path(adj, s1, s0)[:-1]
+
+
+def _shortest_path(adj: dict[int, list[int]], source: int, target: int) -> list[int]:
+    """States of a shortest path ``source -> target`` in the adjacency lists ``adj`` (breadth-first, neighbours in
+    list order), both ends included."""
+    prev = {source: None}
+    frontier = deque([source])
+    while frontier and target not in prev:
         x = frontier.popleft()
         for y in adj.get(x, ()):
             if y not in prev:
                 prev[y] = x
                 frontier.append(y)
-    path = [s0]
-    while path[-1] != s1:
+    path = [target]
+    while path[-1] != source:
         path.append(prev[path[-1]])
-    return [s0] + path[::-1][:-1] if s0 != s1 else [s0]
+    return path[::-1]
 
 
 def _path_from_start(game: GameGraph, target: int) -> list[int]:
     """States of a shortest path from the start state to ``target`` (start excluded)."""
-    prev = {0: None}
-    frontier = deque([0])
     out: dict[int, list[int]] = {}
     for x, y in zip(game.src.tolist(), game.dst.tolist()):
         out.setdefault(x, []).append(y)
-    while frontier and target not in prev:
-        x = frontier.popleft()
-        for y in out.get(x, ()):
-            if y not in prev:
-                prev[y] = x
-                frontier.append(y)
-    path = []
-    s = target
-    while s != 0:
-        path.append(s)
-        s = prev[s]
-    return path[::-1]
+    return _shortest_path(out, 0, target)[1:]
 
 
 @dataclass
