@@ -46,18 +46,11 @@ def dask_available() -> bool:
     return importlib.util.find_spec("dask") is not None and importlib.util.find_spec("distributed") is not None
 
 
-def _check_workers(workers: Any) -> int | None:
-    if workers is None:
-        return None
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 0:
-        raise ParameterError(f"workers = {workers!r}: must be a non-negative integer (0 or 1 runs serially)")
-    return workers
-
-
-def _check_retries(retries: Any) -> int:
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ParameterError(f"retries = {retries!r}: must be a non-negative integer")
-    return retries
+def _count(value: Any, name: str, note: str = "") -> int:
+    """``value`` when it is an ``int`` >= 0 (not a bool), else a one-line ParameterError naming ``name``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ParameterError(f"{name} = {value!r}: must be a non-negative integer{note}")
+    return value
 
 
 def _first_line(exc: BaseException) -> str:
@@ -117,8 +110,8 @@ class TaskPool:
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None, *, retries: int = 2,
                  processes: bool = True, connect_timeout: float = 10.0):
-        self.workers = _check_workers(workers)
-        self.retries = _check_retries(retries)
+        self.workers = None if workers is None else _count(workers, "workers", " (0 or 1 runs serially)")
+        self.retries = _count(retries, "retries")
         self.scheduler = scheduler
         self.processes = processes
         self.connect_timeout = connect_timeout
