@@ -242,17 +242,10 @@ def section_nm(steps: int, k: int, budget: float, seed: int) -> dict:
 
 
 def run_optimum(model: str, steps: int, k: int, seed: int, timeout: float, solver: str) -> dict:
-    cmd = [sys.executable, "-m", "bench.optimum_child", model, str(steps), str(k), str(seed), solver]
-    root = Path(__file__).resolve().parent.parent
-    failed = {"model": model, "T": steps, "capacity": k, "solver": solver}
-    try:
-        done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=root)
-    except subprocess.TimeoutExpired:
-        return dict(failed, error=f"over the {timeout:.0f} s limit")
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["no output"])[-1]
-        return dict(failed, error=last)
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    row, _ = e2e.run_json("bench.optimum_child", model, str(steps), str(k), str(seed), solver, timeout=timeout)
+    if "error" in row:
+        return {"model": model, "T": steps, "capacity": k, "solver": solver, **row}
+    return row
 
 
 def section_optima(cfg: dict, seed: int, timeout: float) -> dict:

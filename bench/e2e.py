@@ -54,18 +54,26 @@ def write_blind_oracle(items, path: Path) -> Path:
     return path
 
 
-def child(mode: str, *args: str, timeout: float = 900.0, env: dict | None = None) -> dict:
-    """Run one child mode in a fresh interpreter; its JSON plus the wall seconds seen from outside."""
-    cmd = [sys.executable, "-m", "bench.e2e", mode, *args]
+def run_json(module: str, *args: str, timeout: float | None = None, env: dict | None = None) -> tuple[dict, float]:
+    """``python -m module args`` in a fresh interpreter at the project root -> (the JSON object on its last stdout
+    line, or ``{"error": ...}``: the time limit or its last stderr line; its wall seconds seen from outside)."""
+    cmd = [sys.executable, "-m", module, *args]
     start = time.perf_counter()
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT, env=env)
     except subprocess.TimeoutExpired:
-        return {"mode": mode, "error": f"over the {timeout:.0f} s limit"}
+        return {"error": f"over the {timeout:.0f} s limit"}, time.perf_counter() - start
     wall = time.perf_counter() - start
     if done.returncode != 0:
-        return {"mode": mode, "error": (done.stderr.strip().splitlines() or ["no output"])[-1]}
-    out = json.loads(done.stdout.strip().splitlines()[-1])
+        return {"error": (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]}, wall
+    return json.loads(done.stdout.strip().splitlines()[-1]), wall
+
+
+def child(mode: str, *args: str, timeout: float = 900.0, env: dict | None = None) -> dict:
+    """Run one child mode in a fresh interpreter; its JSON plus the wall seconds seen from outside."""
+    out, wall = run_json("bench.e2e", mode, *args, timeout=timeout, env=env)
+    if "error" in out:
+        return {"mode": mode, **out}
     out.setdefault("wall_seconds", wall)
     return out
 
@@ -74,13 +82,9 @@ def child(mode: str, *args: str, timeout: float = 900.0, env: dict | None = None
 
 
 def _cli(trace: str, k: str) -> dict:
-    cmd = [sys.executable, "-m", "paper_check", "simulate", "--policy", "LRU", "--capacity", k, trace, "--json"]
-    start = time.perf_counter()
-    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
-    wall = time.perf_counter() - start
-    if done.returncode != 0:
-        raise RuntimeError((done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1])
-    res = json.loads(done.stdout.strip().splitlines()[-1])
+    res, wall = run_json("paper_check", "simulate", "--policy", "LRU", "--capacity", k, trace, "--json")
+    if "error" in res:
+        raise RuntimeError(res["error"])
     peak_kb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # Linux: kilobytes
     return {"mode": "cli", "misses": res["misses"], "opt_misses": res["opt_misses"], "wall_seconds": wall,
             "peak_rss_mb": peak_kb / 1024}
