@@ -60,7 +60,7 @@ class Guarantee:
 
     def value(self, k: int, h: int | None = None) -> float:
         h = k if h is None else h
-        if not self.augmentation and h != k:
+        if not self.applies(k, h):
             raise ValueError(f"{self.name} is stated for h = k only (got h = {h}, k = {k})")
         if self.name == "k/(k-h+1)":
             return landlord_bound(k, h)
