@@ -20,6 +20,7 @@ from adversary.block_workload import (AnchoredWorkloadParams, BlockWorkload, Blo
 from kvcore.engine import RMSimulator
 from kvcore.errors import ParameterError
 from policies import make
+from tests.command_line import is_one_line_error, run_module
 from theorems.results.blocks import (ALPHAS, FLAT_PTS, MARGIN_PTS, DenseReads, StudyProfile, StudyWorkload,
                                      persistence_effect, run_block_study, run_blocks, simulate_blocks, sweep_shape)
 
@@ -265,10 +266,7 @@ def test_unknown_profile():
                                                       (["huge"], 2, "stderr", "profile = 'huge'"),
                                                       (["quick", "full"], 2, "stderr", "at most one profile")])
 def test_command_line(args, code, stream, text):
-    import subprocess
-    import sys
-
-    out = subprocess.run([sys.executable, "-m", "theorems.results.blocks", *args], capture_output=True, text=True)
-    assert out.returncode == code and text in getattr(out, stream)
+    got, out, err = run_module("theorems.results.blocks", *args)
+    assert got == code and text in {"stdout": out, "stderr": err}[stream]
     if code:
-        assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+        assert is_one_line_error(got, err), err

@@ -11,9 +11,7 @@ checked by ``python -m tests.test_figure_layout [IDS...]``.
 
 from __future__ import annotations
 
-import subprocess
 import sys
-from pathlib import Path
 
 import matplotlib
 import numpy as np
@@ -24,6 +22,7 @@ from matplotlib.table import Table
 from matplotlib.text import Annotation, Text
 
 from figures import FIGURES, _style, render, spec
+from tests.command_line import is_one_line_error, run_module
 
 PAD = 1.0  # pixels a box is shrunk by before it counts as touching something
 
@@ -214,17 +213,11 @@ def test_checker_sees_a_legend_on_a_curve_and_a_cut_label():
 
 def test_the_command_checks_named_figures_and_refuses_unknown_ones():
     """``python -m tests.test_figure_layout [IDS...]`` as a user types it (from the repository root)."""
-    root = Path(__file__).resolve().parents[1]
-
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "tests.test_figure_layout", *args], capture_output=True,
-                              text=True, cwd=root, timeout=600)
-
-    p = run("2")
-    assert p.returncode == 0 and p.stdout.strip() == "2: ok", p.stdout + p.stderr
-    assert run("--help").returncode == 0
-    p = run("99")
-    assert p.returncode == 2 and "unknown figure '99'" in p.stderr and "Traceback" not in p.stderr
+    code, out, err = run_module("tests.test_figure_layout", "2")
+    assert code == 0 and out.strip() == "2: ok", out + err
+    assert run_module("tests.test_figure_layout", "--help")[0] == 0
+    code, _, err = run_module("tests.test_figure_layout", "99")
+    assert is_one_line_error(code, err, "unknown figure '99'"), err
 
 
 USAGE = "usage: python -m tests.test_figure_layout [IDS...]  (no ids: every figure; exit 1 if one has a problem)"

@@ -19,6 +19,7 @@ from figures.diagrams import finding, unification_rows
 from figures.published_data import load_published
 from kvcore.atomic import save_figure
 from kvcore.errors import ParameterError
+from tests.command_line import is_one_line_error, run_module
 from tests.test_figure_layout import SAMPLE, layout_problems
 
 PAPER_FIGURES = [str(n) for n in range(1, 16)]
@@ -276,20 +277,14 @@ def test_package_exports():
 def test_the_formula_only_command_builds_every_figure_and_refuses_bad_input(tmp_path):
     """``python -m figures OUT_DIR`` as a user types it: every registered figure as PNG + SVG; ``--help`` exits 0;
     no directory, two, or the package's own figures/ (paper_check's, with overlays) is one line and exit 2."""
-    import subprocess
     from pathlib import Path
 
     root = Path(figures.__file__).resolve().parent
-
-    def run(*args):
-        return subprocess.run([sys.executable, "-m", "figures", *map(str, args)], capture_output=True, text=True,
-                              cwd=tmp_path, timeout=600)
-
-    p = run(tmp_path / "out")
-    assert p.returncode == 0, p.stderr[-2000:]
+    code, _, err = run_module("figures", tmp_path / "out", cwd=tmp_path)
+    assert code == 0, err[-2000:]
     written = {f.name for f in (tmp_path / "out").iterdir()}
     assert written == {f"{s.stem}.{ext}" for s in FIGURES.values() for ext in ("png", "svg")}
-    assert run("--help").returncode == 0
+    assert run_module("figures", "--help", cwd=tmp_path)[0] == 0
     for args in ((), ("a", "b"), (root,)):
-        p = run(*args)
-        assert p.returncode == 2 and len(p.stderr.strip().splitlines()) == 1 and "Traceback" not in p.stderr, args
+        code, _, err = run_module("figures", *args, cwd=tmp_path)
+        assert is_one_line_error(code, err), (args, err)

@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import re
 import shlex
-import subprocess
-import sys
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
+from tests.command_line import ROOT, run_module
+
 README = ROOT / "README.md"
 # modules whose command lines the README documents, and their subcommands
 SUBCOMMANDS = {
@@ -51,10 +49,9 @@ COMMANDS = readme_commands(README.read_text())
 
 @lru_cache(maxsize=None)
 def help_text(module: str, sub: str | None) -> str:
-    p = subprocess.run([sys.executable, "-m", module, *([sub] if sub else []), "--help"], capture_output=True,
-                       text=True, timeout=300, cwd=ROOT)
-    assert p.returncode == 0, f"python -m {module} {sub or ''} --help: exit {p.returncode}\n{p.stderr[-2000:]}"
-    return p.stdout
+    code, out, err = run_module(module, *([sub] if sub else []), "--help", timeout=300)
+    assert code == 0, f"python -m {module} {sub or ''} --help: exit {code}\n{err[-2000:]}"
+    return out
 
 
 def test_the_readme_documents_the_commands():
