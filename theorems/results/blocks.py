@@ -85,7 +85,7 @@ from adversary.block_workload import (BLOCK_MODEL, AnchoredWorkloadParams, Block
 from kvcore.engine import RMSimulator
 from kvcore.errors import KVToolkitError, ParameterError
 from kvcore.formulas import GiB, MiB
-from kvcore.kernels import Kernel
+from kvcore.kernels import Kernel, _append, _unlink
 from kvcore.traces import PagingTrace
 from policies.ema_block import EMABlock
 from policies.fast import simulate_fast
@@ -336,20 +336,11 @@ def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency,
             protected_at[x] = t
             if resident[x]:
                 accessed[x] = t
+                _unlink(before, after, x)
                 if rule == RULE_LFU:
                     count[x] += 1
-                p = before[x]
-                q = after[x]
-                after[p] = q
-                before[q] = p
-                if rule == RULE_LFU:
                     home[x] = count[x]
-                s = n + home[x]
-                last = before[s]
-                after[last] = x
-                before[x] = last
-                after[x] = s
-                before[s] = x
+                _append(before, after, n + home[x], x)
             else:
                 fetched[nf] = x
                 nf += 1
@@ -420,10 +411,7 @@ def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency,
                 saved_score[v] = score[v]
                 saved_at[v] = scored_at[v]
                 saved_count[v] = count[v]
-            p = before[v]
-            q = after[v]
-            after[p] = q
-            before[q] = p
+            _unlink(before, after, v)
             resident[v] = False
             size -= 1
         for m in range(nf):
@@ -447,12 +435,7 @@ def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency,
                 lst = count[x]
                 lowest = min(lowest, lst)
             home[x] = lst
-            s = n + lst
-            last = before[s]
-            after[last] = x
-            before[x] = last
-            after[x] = s
-            before[s] = x
+            _append(before, after, n + lst, x)
         if rule == RULE_DECAY or rule == RULE_HOLD:
             for j in range(lo, hi):
                 x = ids[j]
@@ -466,17 +449,9 @@ def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency,
                     # every block observed at t was requested at t, so the young end keeps its list in recency order
                     lst = min(max(int((1.0 - sc) * lists), 0), lists - 1)
                     if lst != home[x]:
-                        p = before[x]
-                        q = after[x]
-                        after[p] = q
-                        before[q] = p
+                        _unlink(before, after, x)
                         home[x] = lst
-                        s = n + lst
-                        last = before[s]
-                        after[last] = x
-                        before[x] = last
-                        after[x] = s
-                        before[s] = x
+                        _append(before, after, n + lst, x)
     return misses, evictions
 
 
