@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import importlib
 import sys
+from contextlib import closing
 
 import pytest
 
@@ -298,12 +299,9 @@ def test_isolated_policy_receives_exactly_the_engine_calls(gamers, tmp_path, mon
     monkeypatch.setenv("KV_SPY_PATH", str(tmp_path / "local.txt"))
     run_nm(gamers.SpyToFile(), tr, 3)
     monkeypatch.setenv("KV_SPY_PATH", str(tmp_path / "isolated.txt"))  # the host inherits the environment
-    host = PolicyHost("fuzz_gamers:SpyToFile", call_timeout=5)
-    try:
+    with closing(PolicyHost("fuzz_gamers:SpyToFile", call_timeout=5)) as host:
         run_nm(host.factory()(), tr, 3)
         host.finish()
-    finally:
-        host.close()
     read = lambda name: [eval(line) for line in (tmp_path / name).read_text().splitlines()]  # noqa: E731,S307
     local, isolated = read("local.txt"), read("isolated.txt")
     assert [c[:4] for c in isolated] == [c[:4] for c in local] and len(local) > 2 * tr.T
@@ -313,21 +311,17 @@ def test_isolated_policy_receives_exactly_the_engine_calls(gamers, tmp_path, mon
 def test_host_runs_are_fresh_processes(gamers):
     """Every run is a new process: CountsRuns raises on its second run in one process, which would surface here
     as PolicyFailed."""
-    host = PolicyHost("fuzz_gamers:CountsRuns", call_timeout=5)
-    try:
+    with closing(PolicyHost("fuzz_gamers:CountsRuns", call_timeout=5)) as host:
         make = host.factory()
         for _ in range(3):
             sim = RMSimulator(make(), 2)
             for item in (0, 1, 2):
                 sim.step([item])
         host.finish()
-    finally:
-        host.close()
 
 
 def test_host_reports_failures_of_its_process(gamers):
-    host = PolicyHost("fuzz_gamers:ExitsInVictim", call_timeout=5)
-    try:
+    with closing(PolicyHost("fuzz_gamers:ExitsInVictim", call_timeout=5)) as host:
         sim = RMSimulator(host.factory()(), 1)
         sim.step([0])
         with pytest.raises(PolicyFailed, match=r"exited with status 7 during calls: reset, admit at step 0, evict"):
@@ -335,16 +329,11 @@ def test_host_reports_failures_of_its_process(gamers):
         sim = RMSimulator(host.factory()(), 2)   # the host still serves new runs
         sim.step([0])
         host.finish()
-    finally:
-        host.close()
 
 
 def test_victims_that_are_not_item_ids_are_refused_by_the_engine(gamers):
-    host = PolicyHost("fuzz_gamers:ReturnsJunk", call_timeout=5)
-    try:
+    with closing(PolicyHost("fuzz_gamers:ReturnsJunk", call_timeout=5)) as host:
         sim = RMSimulator(host.factory()(), 1)
         sim.step([0])
         with pytest.raises(ContractViolation, match="is not an item id"):
             sim.step([1])
-    finally:
-        host.close()
