@@ -41,17 +41,9 @@ def peak_rss_mb() -> float:
 def write_blind_oracle(items, path: Path) -> Path:
     """``items`` as an oracleGeneral file whose next-access field says "unknown" (-1) everywhere: libCacheSim's
     converter computes the real ones (its pre-pass), so no work of ours enters its pipeline."""
-    import numpy as np
+    from .libcachesim_adapter import write_oracle_general
 
-    from .libcachesim_adapter import ORACLE_GENERAL
-
-    rec = np.empty(items.size, dtype=ORACLE_GENERAL)
-    rec["time"] = np.arange(items.size, dtype=np.uint32)
-    rec["id"] = items.astype(np.uint64)
-    rec["size"] = 1
-    rec["next"] = -1
-    rec.tofile(path)
-    return path
+    return write_oracle_general(items, path, next_access=False)
 
 
 def run_json(module: str, *args: str, timeout: float | None = None, env: dict | None = None) -> tuple[dict, float]:

@@ -26,15 +26,19 @@ ORACLE_GENERAL = np.dtype([("time", "<u4"), ("id", "<u8"), ("size", "<u4"), ("ne
 CLASS_NAMES = {"lru": "LRU", "fifo": "FIFO", "lfu": "LFU", "belady": "Belady"}
 
 
-def write_oracle_general(items: np.ndarray, path: str | Path) -> Path:
-    """Write the unit-size request stream ``items`` as an oracleGeneral binary trace with next-access times."""
-    ids, n = kernels.dense_ids(items)
-    nxt = kernels.next_requests(ids, n)
+def write_oracle_general(items: np.ndarray, path: str | Path, next_access: bool = True) -> Path:
+    """Write the unit-size request stream ``items`` as an oracleGeneral binary trace with next-access times, or with
+    ``next_access=False`` with every next-access field "unknown" (-1), for libCacheSim's converter to fill in."""
     rec = np.empty(items.size, dtype=ORACLE_GENERAL)
     rec["time"] = np.arange(items.size, dtype=np.uint32)
     rec["id"] = items.astype(np.uint64)
     rec["size"] = 1
-    rec["next"] = np.where(nxt == items.size, -1, nxt)
+    if next_access:
+        ids, n = kernels.dense_ids(items)
+        nxt = kernels.next_requests(ids, n)
+        rec["next"] = np.where(nxt == items.size, -1, nxt)
+    else:
+        rec["next"] = -1
     path = Path(path)
     rec.tofile(path)
     return path
