@@ -14,7 +14,6 @@ from typing import Any, Callable
 from kvcore.errors import ParameterError
 from kvcore.formulas import GUARANTEES
 from kvcore.engine import INTERFACE_METHODS
-from kvcore.measure import is_policy, policy_factory
 
 from .base import Policy
 
@@ -142,6 +141,9 @@ def resolve(spec: Any, params: dict[str, Any] | None = None) -> Callable[[], Any
     that exits while importing), missing attribute, a constructor that raises, an object without the five interface
     methods of :mod:`kvcore.engine`.
     """
+    # imported here: kvcore.measure loads the optima (scipy), which ``import policies`` otherwise never needs
+    from kvcore.measure import is_policy, policy_factory
+
     params = dict(params or {})
     if isinstance(spec, str):
         if ":" not in spec:
