@@ -108,15 +108,12 @@ def _merge_identical(series: dict[str, list], key) -> dict[tuple[str, ...], list
 
 
 def ratio_interval(row: Row) -> tuple[float | None, float | None]:
-    """The 95% interval of a row's mean *ratio*.  :meth:`Row.of` stores the interval of the mean cost (the optimum
-    is one number, so dividing by it gives the ratio's interval); a row whose interval already brackets its ratio
-    rather than its cost is taken as it is."""
+    """The 95% interval of the mean *ratio* of a row made by :meth:`Row.of`, which stores the interval of the mean
+    cost: the optimum is one number, so dividing by it gives the ratio's interval (none when the optimum is 0)."""
     lo, hi = row.ci_low, row.ci_high
-    if lo is None or hi is None:
+    if lo is None or hi is None or row.opt_cost <= 0:
         return None, None
-    if row.opt_cost > 0 and lo <= row.alg_cost <= hi and not lo <= row.ratio <= hi:
-        lo, hi = lo / row.opt_cost, hi / row.opt_cost
-    return max(lo, 0.0), hi   # a cost is never negative: a wide interval is cut at 0
+    return max(lo / row.opt_cost, 0.0), hi / row.opt_cost   # a cost is never negative: a wide interval is cut at 0
 
 
 def fig8_overlay(sizes: dict) -> dict:
