@@ -67,11 +67,20 @@ def records(fig_id: str, data: dict, key: str, fields: dict[str, str], text: tup
     return out
 
 
-def integer(fig_id: str, where: str, value: float, low: int = 1) -> int:
-    """``value`` (already a checked number) as an integer >= ``low``."""
-    if value != int(value) or value < low:
-        raise fail(fig_id, f"{where} = {value:g}: must be an integer >= {low}")
-    return int(value)
+def integer(fig_id: str, where: str, value: Any, low: int = 1) -> int:
+    """``value`` as an integer >= ``low`` (checked as a :func:`number` first)."""
+    x = number(fig_id, where, value)
+    if x != int(x) or x < low:
+        raise fail(fig_id, f"{where} = {x:g}: must be an integer >= {low}")
+    return int(x)
+
+
+def sentences(fig_id: str, data: dict, key: str = "notes") -> list[str]:
+    """``data[key]`` as a list of sentences (absent: empty)."""
+    notes = data.get(key, [])
+    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
+        raise fail(fig_id, f"{key} must be a list of sentences")
+    return notes
 
 
 def series(fig_id: str, data: dict, key: str) -> dict[str, list[float]]:

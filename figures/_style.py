@@ -7,7 +7,6 @@ whole build (``figures.build``), the SVG id salt is fixed, and the writers are t
 
 from __future__ import annotations
 
-
 import matplotlib
 from matplotlib.figure import Figure
 
@@ -79,8 +78,6 @@ def new_figure(width: float = 7.5, height: float = 4.8, *, top: float = 0.86, bo
         fig.notes = notes
         fig.text(0.02, 0.08 / total, text, fontsize=NOTE_FONTSIZE, va="bottom", ha="left", color="#7a1f1f")
     return fig
-
-
 
 
 def titled(fig: Figure, title: str) -> None:

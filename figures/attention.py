@@ -77,17 +77,16 @@ def _fig9_series(data: dict | None) -> dict:
     arrivals = d.get("arrivals", {"filler": FIG9_PRIMING} if default else {})
     if not isinstance(arrivals, dict) or any(lab not in labels for lab in arrivals):
         raise _data.fail("9", f"arrivals must map labels of {labels} to steps")
-    arrivals = {lab: int(_data.integer("9", f"arrivals[{lab!r}]", _data.number("9", f"arrivals[{lab!r}]", t), 0))
-                for lab, t in arrivals.items()}
+    arrivals = {lab: _data.integer("9", f"arrivals[{lab!r}]", t, 0) for lab, t in arrivals.items()}
     evict = d.get("evict_step", FIG9_PRIMING if default else None)
     if evict is not None:
-        evict = _data.integer("9", "evict_step", _data.number("9", "evict_step", evict), 0)
+        evict = _data.integer("9", "evict_step", evict, 0)
     evicted = d.get("evicted", "sleeper" if default else None)
     if evicted is not None and (evicted not in labels or evict is None):
         raise _data.fail("9", f"evicted = {evicted!r} needs evict_step and must be one of {labels}")
     k = d.get("k", FIG9_K if default else None)
     if k is not None:
-        k = _data.integer("9", "k", _data.number("9", "k", k), 2)
+        k = _data.integer("9", "k", k, 2)
     return {"labels": labels, "per_step": per_step, "arrivals": arrivals, "evict": evict, "evicted": evicted,
             "evicted_by": str(d.get("evicted_by", "ACC")), "gamma": gamma, "k": k}
 
@@ -238,12 +237,9 @@ def _fig11_measured(data: dict | None) -> dict:
     k = d.get("k")
     if measured and k is None:
         raise _data.fail("11", "measured regret needs 'k' (the budget it was measured at)")
-    notes = d.get("notes", [])
-    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise _data.fail("11", "notes must be a list of sentences")
     return {"regret": measured, "signal": {lab: signal[lab] for lab in measured}, "reference": reference,
-            "k": None if k is None else _data.integer("11", "k", _data.number("11", "k", k)),
-            "trace": str(d.get("trace", "measured trace")), "notes": notes}
+            "k": None if k is None else _data.integer("11", "k", k),
+            "trace": str(d.get("trace", "measured trace")), "notes": _data.sentences("11", d)}
 
 
 def _identical(series: dict[str, list[float]]) -> list[list[str]]:

@@ -78,10 +78,7 @@ def _seed002_measured(data: dict | None) -> dict:
         pers[str(label)] = {str(policy): (_pct(f"persistence[{label!r}][{policy!r}].reset", pair["reset"]),
                                           _pct(f"persistence[{label!r}][{policy!r}].persistent", pair["persistent"]))
                             for policy, pair in table.items()}
-    notes = d.get("notes", [])
-    if not isinstance(notes, list) or not all(isinstance(n, str) for n in notes):
-        raise _data.fail("seed002", "notes must be a list of sentences")
-    return {"sweeps": sweeps, "persistence": pers, "notes": notes}
+    return {"sweeps": sweeps, "persistence": pers, "notes": _data.sentences("seed002", d)}
 
 
 def seed002_notes(data: dict | None) -> list[str]:

@@ -171,7 +171,7 @@ DICTIONARY = (
 )
 
 
-def _table_figure(title: str, columns, rows, col_widths, note: str = ""):
+def _table_figure(title: str, columns, rows, col_widths):
     """A table figure; long cells are wrapped to their column and each row is as tall as its tallest cell."""
     width_in, line_in = 13.0, 0.17
     body = [list(r) for r in rows] if rows else [["(none)"] + [""] * (len(columns) - 1)]
@@ -180,9 +180,8 @@ def _table_figure(title: str, columns, rows, col_widths, note: str = ""):
                 for c, n in zip(r, chars)] for r in [list(columns)] + body]
     lines = [max(c.count("\n") + 1 for c in r) for r in wrapped]
     table_in = sum(line_in * n + 0.12 for n in lines)
-    height_in = table_in + 1.2 + (0.4 if note else 0.0)
-    fig = new_figure(width_in, height_in, top=1 - 0.75 / height_in, bottom=0.02 + (0.4 if note else 0) / height_in,
-                     left=0.01, right=0.99)
+    height_in = table_in + 1.2
+    fig = new_figure(width_in, height_in, top=1 - 0.75 / height_in, bottom=0.02, left=0.01, right=0.99)
     ax = fig.add_subplot()
     ax.set_axis_off()
     table = ax.table(cellText=wrapped[1:], colLabels=wrapped[0], colWidths=list(col_widths), loc="upper center",
@@ -198,8 +197,6 @@ def _table_figure(title: str, columns, rows, col_widths, note: str = ""):
             cell.set_facecolor("#dae8fc")
         elif r % 2 == 0:
             cell.set_facecolor("#f5f5f5")
-    if note:
-        fig.text(0.01, 0.02, note, fontsize=8.5, va="bottom", color="#7a1f1f")
     fig.plotted["table"] = {"columns": list(columns), "rows": [list(r) for r in rows]}
     titled(fig, title)
     return fig

@@ -183,7 +183,7 @@ def fig14(data: dict | None = None):
                    color="C0", ms=9, mfc="C0" if q["stated"] else "white", mew=1.5)
         text = "  ".join(f"{q['fraction']:.3g}{' = 1/memory factor' if q['derived'] else ''}: {q['quality']}."
                          .replace("..", ".") for q in row["points"])
-        quotes.text(0.02, y, "\n".join(textwrap.wrap(text, 92)), fontsize=8, va="center", ha="left",
+        quotes.text(0.02, y, _wrap(text, 92), fontsize=8, va="center", ha="left",
                     color="#333333", transform=quotes.get_yaxis_transform())
     ax.set_xscale("log")
     ax.set_xlim(0.004, 1.5)
@@ -206,7 +206,7 @@ def fig14(data: dict | None = None):
         kept = [1 - F.zipf_tail_mass(s, FIG14_N, int(k)) for k in ks]
         P.line(bx, f"model/s={s}", ks / FIG14_N, kept, label=f"Zipf s = {s}: 1 − M_tail(s, k)")
     budgets = sorted({q["fraction"] for r in rows for q in r["points"]})
-    for j, frac in enumerate(budgets):
+    for frac in budgets:
         names = ", ".join(r["system"] for r in rows if any(q["fraction"] == frac for q in r["points"]))
         P.line(bx, f"published/{frac:g}", [frac, frac], [0, 1.02], color="#999999", ls=":", lw=1.2,
                label=f"budget {frac:.3g} ({names})")

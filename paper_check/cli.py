@@ -183,18 +183,13 @@ def cmd_run(args) -> int:
 
     profile = _profile(args)
     root = _out_root(args, REPO_ROOT)
-    staging = Staging(root, replace_dirs=["paper_check/counterexamples"])
-    try:
+    with Staging(root, replace_dirs=["paper_check/counterexamples"]) as staging:
         progress(f"paper_check: profile {profile.name}; writing figures/ and paper_check/ under {root}")
         built = _build_figures(list(figures.FIGURES), profile, staging)
         results = run_claims(list(CLAIMS), Context(profile, staging.dir, built))
         real = real_trace_section(profile, staging)
         changes = [] if args.write_ledger else ledger_changes(results, profile)
         write_report(staging, profile, results, built, changes, real)
-        staging.commit()
-    except BaseException:
-        staging.discard()
-        raise
     progress(f"paper_check: wrote {root / 'paper_check' / 'report.md'} and report.json, {len(built)} figures")
     if args.write_ledger:
         progress(f"paper_check: ledger written to {write_ledger(results, profile)}")
@@ -227,13 +222,8 @@ def cmd_figure(args) -> int:
 
     fid = figures.spec(args.id).fig_id
     root = _out_root(args, Path(DEFAULT_OUT))
-    staging = Staging(root)
-    try:
+    with Staging(root) as staging:
         built = _build_figures([fid], _profile(args), staging)
-        staging.commit()
-    except BaseException:
-        staging.discard()
-        raise
     for p in built[fid]:
         print(root / p)
     return 0
@@ -248,13 +238,8 @@ def cmd_claim(args) -> int:
         raise ParameterError(f"unknown claim id {args.id!r} (see 'python -m paper_check list')")
     profile = _profile(args)
     root = _out_root(args, Path(DEFAULT_OUT))
-    staging = Staging(root)
-    try:
+    with Staging(root) as staging:
         res = run_claims([args.id], Context(profile, staging.dir))[args.id]
-        staging.commit()
-    except BaseException:
-        staging.discard()
-        raise
     rec = claim_record(args.id, res, profile)
     changes = ledger_changes({args.id: res}, profile, complete=False)
     if args.json:

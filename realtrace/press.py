@@ -40,7 +40,7 @@ import numpy as np
 from kvcore.argtypes import OneLineParser, comma_list, decimal, whole_number
 from kvcore.errors import KVToolkitError, ParameterError
 
-from .press_eval import LAYER_GROUPS, OptCache, evaluate, layer_group
+from .press_eval import LAYER_GROUPS, OptCache, evaluate
 from .press_schedule import replay
 from .traceset import TraceSet, load_traceset
 
@@ -224,13 +224,11 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
             raise ParameterError(f"{ts.source}: no continuation rows after the prompt: nothing to charge")
         start = n_prompt
         press_ratio = ratio_for_budget(n_prompt, budget) if budget is not None else ratio
-    from .press_run import import_kvpress
+    from .press_run import import_kvpress, run_press
 
     import_kvpress()  # before the model: a missing extra is named in one line
     lm = get_model("sdpa" if spec.headwise else "eager", threads, say)
     press = build_press(spec, press_ratio, decoding, interval, budget)
-    from .press_run import run_press
-
     cpu0 = time.process_time()
     record, model_seconds, press_answer = run_press(lm, press, ids, start, n_prompt if answer else None,
                                                     ANSWER_TOKENS)
@@ -359,7 +357,6 @@ def run(args: argparse.Namespace, prog: str = "press") -> int:
             return 0
         if args.name is None:
             raise ParameterError("give a press NAME (or --all)")
-        press_spec(args.name)
         res = press_traceset(args.name, args.traces, args.ratio, args.budget, args.decoding, args.interval,
                              args.prefill, not args.no_answer, threads=args.threads, say=say)
     except KVToolkitError as exc:
@@ -378,4 +375,4 @@ def main(argv: list[str] | None = None, prog: str = "realtrace press") -> int:
 
 
 __all__ = ["PRESSES", "PressSpec", "add_arguments", "format_result", "main", "press_spec", "press_traceset",
-           "ratio_for_budget", "run", "layer_group"]
+           "ratio_for_budget", "run"]

@@ -151,9 +151,9 @@ def _snapshot(lm: LoadedModel, press, cache, out):
     return copy.deepcopy(cache), copy.deepcopy(press.__dict__), logits
 
 
-def _greedy_from(lm: LoadedModel, press, fork, position: int, max_new: int) -> list[int]:
-    cache, state, logits = fork
-    press.__dict__.update(state)
+def _greedy(lm: LoadedModel, cache, logits, position: int, max_new: int) -> list[int]:
+    """``max_new`` greedy tokens: the argmax of ``logits`` (the forward that filled ``cache``), then each next one
+    after feeding the last into ``cache`` at logical positions ``position``, ``position + 1``, ..."""
     out = [int(logits[0, -1].argmax())]
     for pos in range(position, position + max_new - 1):
         o = lm.forward([out[-1]], cache, [pos])
@@ -161,12 +161,13 @@ def _greedy_from(lm: LoadedModel, press, fork, position: int, max_new: int) -> l
     return out
 
 
+def _greedy_from(lm: LoadedModel, press, fork, position: int, max_new: int) -> list[int]:
+    cache, state, logits = fork
+    press.__dict__.update(state)
+    return _greedy(lm, cache, logits, position, max_new)
+
+
 def baseline_answer(lm: LoadedModel, ids: list[int], max_new: int) -> list[int]:
     """Greedy continuation of the prompt ``ids`` with no press (one prefill, then ``max_new`` steps)."""
     cache = lm.new_cache()
-    o = lm.forward(ids, cache)
-    out = [int(o.logits[0, -1].argmax())]
-    for pos in range(len(ids), len(ids) + max_new - 1):
-        o = lm.forward([out[-1]], cache, [pos])
-        out.append(int(o.logits[0, -1].argmax()))
-    return out
+    return _greedy(lm, cache, lm.forward(ids, cache).logits, len(ids), max_new)

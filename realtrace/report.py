@@ -13,6 +13,7 @@ import sys
 import numpy as np
 
 from kvcore.argtypes import OneLineParser, whole_number
+from kvcore.atomic import write_text
 from kvcore.errors import KVToolkitError
 
 from . import analysis as an
@@ -138,8 +139,10 @@ def main(argv: list[str] | None = None, prog: str = "realtrace report") -> int:
     except KVToolkitError as exc:
         sys.stderr.write(f"{prog}: {exc}\n")
         return 2
+    except KeyboardInterrupt:
+        sys.stderr.write(f"{prog}: interrupted\n")
+        return 130
     sys.stdout.write(format_report(rep) + "\n")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(rep, fh, indent=1, default=float)
+        write_text(args.json, json.dumps(rep, indent=1, default=float))
     return 0

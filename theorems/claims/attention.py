@@ -267,10 +267,18 @@ def thm3(ctx: Context) -> Computed:
         {"ratio": "k/(k-h+1), k for h = k, for any tie-break"}, evidence)
 
 
+# The literal reading's counterexamples, as ``thm3`` names them in its values.
+THM3_LITERAL_CASES = ("free_arrivals", "literal_refresh", "per_request_costs")
+
+
+def _k_h(case: dict) -> str:
+    return f"k = h = {case['k']}" if case["k"] == case["h"] else f"k = {case['k']}, h = {case['h']}"
+
+
 @decides("thm3-gda", flips={
     "a run in Landlord's setting above the bound": (lambda v: edit(v, "corrected_setting/failures", 1), "refuted"),
-    "none of the literal readings breaks": (lambda v: {**v, **{n: dict(v[n], reproduced=False) for n in (
-        "free_arrivals", "literal_refresh", "per_request_costs")}}, "holds")})
+    "none of the literal readings breaks": (lambda v: {**v, **{n: dict(v[n], reproduced=False)
+                                                                for n in THM3_LITERAL_CASES}}, "holds")})
 def thm3_decide(v: dict, e: dict) -> Decision:
     """Readings of GD-A in RM: (corrected) Landlord's setting -- one fault cost per item, credits raised on requests
     only, arrivals charged; (literal) the paper's wording -- credits refreshed when attended, free arrivals (SPEC's
@@ -279,8 +287,7 @@ def thm3_decide(v: dict, e: dict) -> Decision:
     attention; costs that change between requests).  The claim's verdict: holds-with-correction when the corrected
     reading holds and a literal one is refuted; holds when none is; refuted when the corrected one fails."""
     c = v["corrected_setting"]
-    broken = {name: v[name] for name in ("free_arrivals", "literal_refresh", "per_request_costs")
-              if v[name]["reproduced"]}
+    broken = {name: v[name] for name in THM3_LITERAL_CASES if v[name]["reproduced"]}
     corrected_ok = c["failures"] == 0 and v["charged_arrivals"]["reproduced"]
     readings = {"corrected (Landlord's setting)": {"verdict": "holds" if corrected_ok else "refuted",
                                                    "finding": f"{c['runs']} runs, {c['failures']} above the bound"},
@@ -293,11 +300,11 @@ def thm3_decide(v: dict, e: dict) -> Decision:
     parts = []
     if lr["reproduced"]:
         parts.append("credits may be raised only on requested items -- refreshing on attention pays "
-                     f"{fmt(lr['gda'])} against OPT {fmt(lr['opt'])} (k = h = {lr['k']}), so attention may only "
+                     f"{fmt(lr['gda'])} against OPT {fmt(lr['opt'])} ({_k_h(lr)}), so attention may only "
                      "break ties")
     if pr["reproduced"]:
         parts.append(f"every item needs one fixed fault cost -- with costs changing between requests the ratio is "
-                     f"{fmt(pr['gda'] / pr['opt'])} > {fmt(pr['bound'])} (k = h = {pr['k']})")
+                     f"{fmt(pr['gda'] / pr['opt'])} > {fmt(pr['bound'])} ({_k_h(pr)})")
     if fr["reproduced"]:
         parts.append(f"with free arrivals OPT can pay {fmt(fr['opt'])} while GD-A pays {fmt(fr['gda'])}, so in "
                      "SPEC's RM the bound needs the arrivals charged their recompute weight")
@@ -305,7 +312,7 @@ def thm3_decide(v: dict, e: dict) -> Decision:
         verdict,
         f"GD-A (refresh on hits, weight = fault cost, arrivals charged) stayed within k/(k-h+1) on {c['runs']} "
         f"attention-built RM runs (largest ratio/bound {fmt(c['largest_ratio_over_bound'], 3)}); literal readings "
-        f"broken: {len(broken)} of 3.",
+        f"broken: {len(broken)} of {len(THM3_LITERAL_CASES)}.",
         readings=readings,
         correction=("Theorem 3 is Landlord's bound and needs Landlord's setting: " + "; ".join(parts) + ".")
         if verdict == "holds-with-correction" else None)
@@ -489,7 +496,8 @@ def thm4_decide(v: dict, e: dict) -> Decision:
     paper_fail = literal_refuted or any(r["regret"] > r["tail_bound"] + 1e-9 for r in paper_runs)
     readings = {"paper: one warm step in the last W rows": {
                     "verdict": "refuted" if paper_fail else "holds",
-                    "finding": f"6-row trace: regret {fmt(cx['regret'])} vs tail {fmt(cx['tail_bound'])}"},
+                    "finding": f"{len(cx['rows'])}-row trace: regret {fmt(cx['regret'])} vs tail "
+                               f"{fmt(cx['tail_bound'])}"},
                 "chain persistence, union within k - 1": {
                     "verdict": "holds" if corrected_ok else "refuted",
                     "finding": f"{sum(r['holds'] for r in corrected)} of {len(corrected)} runs within the bound"}}
@@ -497,7 +505,7 @@ def thm4_decide(v: dict, e: dict) -> Decision:
     spikes = [r for r in v["runs"] if "spike" in r["workload"]]
     return Decision(
         verdict,
-        f"The paper's premise holds on the 6-row trace {cx['rows']} (k = {cx['k']}, rho = {cx['rho']}, "
+        f"The paper's premise holds on the {len(cx['rows'])}-row trace {cx['rows']} (k = {cx['k']}, rho = {cx['rho']}, "
         f"tau = {cx['tau']}, W = {cx['W']}) {'and' if literal_refuted else 'but'} R-LRU-H loses {fmt(cx['regret'])} "
         f"against a tail of {fmt(cx['tail_bound'])}.  Under the chain premise the bound held, with no heavy entry "
         f"lost, on {sum(r['holds'] and r['heavy_lost'] == 0 for r in corrected)} of {len(corrected)} generated runs; "

@@ -79,7 +79,7 @@ def alpha_optimum(ctx: Context) -> Computed:
          "page_reading": s["page_reading"], "beta": s["beta"], "profile": s["profile"], "workloads": workloads},
         {"hit_rate_percent": page_numbers()["alpha_sweep_hit_rate_percent"], "interior_optimum_near": 0.05,
          "converges_to_lfu": False},
-        {"test": "tests/test_block_study.py", **EVIDENCE, "figure": ctx.figures.get("seed002", [])})
+        {"test": "tests/test_block_study.py", **EVIDENCE, "figure": ctx.figure_files("seed002")})
 
 
 def _shape(v: dict, name: str, reading: str) -> dict:
@@ -200,7 +200,7 @@ def persistent_state(ctx: Context) -> Computed:
                        "0.15": page_numbers()["alpha_sweep_hit_rate_percent"]["0.15"]},
          "gain_pts": {"LFU": 34.15, "0.01": 24.85, "0.15": page["EMA alpha=0.15"]["delta_points"]}},
         {"test": "tests/test_persistent_state.py, tests/test_block_study.py", **EVIDENCE,
-         "figure": ctx.figures.get("seed002", [])})
+         "figure": ctx.figure_files("seed002")})
 
 
 def _effect(v: dict, name: str, reading: str) -> dict:

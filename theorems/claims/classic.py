@@ -27,7 +27,7 @@ def eq6(ctx: Context) -> Computed:
                    "ratio": r.ratio, "lower_bound": r.bound, "every_request_faults": r.alg_cost == r.params["T"]}
                   for r in table.rows]},
         {"ratio_at_least": "k(1 - eps), eps -> 0 as T grows: every request faults"},
-        {"test": "theorems/test_eq6_det_lower_bound.py", "figure": ctx.figures.get("8", [])})
+        {"test": "theorems/test_eq6_det_lower_bound.py", "figure": ctx.figure_files("8")})
 
 
 @decides("eq6-det-lower-bound", flips={
@@ -64,7 +64,7 @@ def eq8(ctx: Context) -> Computed:
                         for r in cyc.rows if r.policy == "LRU"],
          "cyclic_failures": len(cyc.failures()), "bound_k2000_h1000": landlord_bound(2000, 1000)},
         {"bound": "k/(k-h+1)", "at_h_equal_k_over_2": 2},
-        {"test": "theorems/test_eq8_landlord.py", "figure": ctx.figures.get("7", [])})
+        {"test": "theorems/test_eq8_landlord.py", "figure": ctx.figure_files("7")})
 
 
 @decides("eq8-landlord", flips={
@@ -110,7 +110,7 @@ def eq9(ctx: Context) -> Computed:
                                      "counts_exact": r.holds} for r in uni.rows if r.policy == "FWF"]},
         {"marking_bound": "2H_k", "optimal_randomized": "H_k", "k200": {"deterministic": 200, "randomized": 6},
          "H_2000": 8.1},
-        {"test": "theorems/test_eq9_randomized.py, tests/test_hk_policy.py", "figure": ctx.figures.get("8", [])})
+        {"test": "theorems/test_eq9_randomized.py, tests/test_hk_policy.py", "figure": ctx.figure_files("8")})
 
 
 @decides("eq9-randomized", flips={

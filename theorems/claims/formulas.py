@@ -63,7 +63,7 @@ def eq2_decide(v: dict, e: dict) -> Decision:
         f"32,768 tokens = {fmt(v['cache_32K_tokens']['GiB'])} GiB ({fmt(v['cache_32K_tokens']['GB'])} GB); 70B GQA "
         f"{b['70B GQA']:,.0f} {'<' if v['70B_cheaper_than_13B'] else '>='} 13B {b['13B']:,.0f} B/token.  "
         f"Within {APPROX:.0%} of the stated sizes under the readings: "
-        + ", ".join(r for r, x in readings.items() if x["verdict"] == "holds") + ".",
+        + (", ".join(r for r, x in readings.items() if x["verdict"] == "holds") or "none") + ".",
         readings=readings)
 
 

@@ -122,8 +122,9 @@ def random_tiebreak_decide(v: dict, e: dict) -> Decision:
     universal ("moves the worst case toward H_k"): under (ties) refuted when the random-tie and fixed-tie default pay
     the same on a tie-free adversarial trace (the worst case does not move); under (choice) holds when Marking's
     cyclic ratio is within 2H_k - 1 where LRU pays k, holds-with-correction when it is but the benign cost (Marking
-    vs LRU on Zipf, 95% interval above 0) is not zero or an adaptive adversary still forces about k.  The claim's
-    own verdict is the (ties) reading, the rule the paper recommends."""
+    vs LRU on Zipf, 95% interval above 0) is not zero or an adaptive adversary still forces about k (a ratio of at
+    least k(1 - 1.5/(k+1)) at every k).  The claim's own verdict is the (ties) reading, the rule the paper
+    recommends."""
     nd = v["nm_default"]
     tie_free = nd["tie-free adaptive"]
     same = tie_free["random_ties"] == tie_free["fixed_ties"]

@@ -78,10 +78,6 @@ class Context:
     figures: dict[str, list[str]] = field(default_factory=dict)
     sizes: dict[str, Any] = field(default_factory=dict)
 
-    @property
-    def full(self) -> bool:
-        return self.profile.name == "full"
-
     def figure_files(self, *fig_ids: str) -> list[str]:
         """The files of the figures that illustrate a claim (built this run), in the order given."""
         return [p for f in fig_ids for p in self.figures.get(f, [])]
