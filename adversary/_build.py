@@ -6,7 +6,6 @@ from typing import Sequence
 
 import numpy as np
 
-from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
 
@@ -28,24 +27,3 @@ def attention_from_rows(rows: Sequence[dict[int, float]], source: str) -> Attent
     idx = np.concatenate(idx_parts) if idx_parts else np.zeros(0, dtype=np.int64)
     w = np.concatenate(w_parts) if w_parts else np.zeros(0)
     return AttentionTrace(indptr, idx, w, None, source)
-
-
-def check_int(value, name: str, low: int) -> int:
-    """Return ``value`` as an int if it is an integer ``>= low``; otherwise raise a one-line ParameterError."""
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
-        raise ParameterError(f"{name} = {value!r}: must be an integer")
-    if value < low:
-        raise ParameterError(f"{name} = {value}: must be at least {low}")
-    return int(value)
-
-
-def check_unit_interval(value, name: str, *, closed_low: bool, closed_high: bool) -> float:
-    """Return ``value`` as a float inside [0, 1] with the stated open/closed ends; otherwise raise ParameterError."""
-    v = float(value)
-    ok_low = v >= 0.0 if closed_low else v > 0.0
-    ok_high = v <= 1.0 if closed_high else v < 1.0
-    if not (np.isfinite(v) and ok_low and ok_high):
-        lo = "[0" if closed_low else "(0"
-        hi = "1]" if closed_high else "1)"
-        raise ParameterError(f"{name} = {value!r}: must be in {lo}, {hi}")
-    return v

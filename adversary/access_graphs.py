@@ -12,36 +12,36 @@ import numpy as np
 
 from kvcore.engine import RMSimulator, make_rng
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, is_integer, real
 from kvcore.traces import PagingTrace
 
-from ._build import check_int, check_unit_interval
 
 # -- graph constructors ------------------------------------------------------------------------------------------------
 
 
 def path_access_graph(n: int) -> nx.Graph:
     """Path ``0 - 1 - ... - n-1`` (SPEC section 5: LRU's ratio is 1 on a path, FIFO's ``(k+1)/2``)."""
-    return nx.path_graph(check_int(n, "n", 1))
+    return nx.path_graph(integer(n, "n", 1))
 
 
 def cycle_access_graph(n: int) -> nx.Graph:
     """Cycle on ``n >= 3`` nodes (SPEC section 5 uses ``N >= k+1``: LRU's ratio ``(N-1)/(N-k)``, FIFO's ``k``)."""
-    return nx.cycle_graph(check_int(n, "n", 3))
+    return nx.cycle_graph(integer(n, "n", 3))
 
 
 def star_access_graph(leaves: int) -> nx.Graph:
     """Star with centre 0 and leaves ``1..leaves`` (SPEC section 5 uses ``k+1`` leaves: LRU's ratio ``k-1``)."""
-    return nx.star_graph(check_int(leaves, "leaves", 1))
+    return nx.star_graph(integer(leaves, "leaves", 1))
 
 
 def tree_access_graph(branching: int, height: int) -> nx.Graph:
     """Complete ``branching``-ary tree of the given height, root 0, nodes numbered breadth-first."""
-    return nx.balanced_tree(check_int(branching, "branching", 1), check_int(height, "height", 0))
+    return nx.balanced_tree(integer(branching, "branching", 1), integer(height, "height", 0))
 
 
 def grid_access_graph(rows: int, cols: int) -> nx.Graph:
     """``rows x cols`` grid; node ``(r, c)`` is numbered ``r * cols + c``."""
-    rows, cols = check_int(rows, "rows", 1), check_int(cols, "cols", 1)
+    rows, cols = integer(rows, "rows", 1), integer(cols, "cols", 1)
     g = nx.grid_2d_graph(rows, cols)
     return nx.relabel_nodes(g, {(r, c): r * cols + c for r, c in g.nodes})
 
@@ -49,8 +49,8 @@ def grid_access_graph(rows: int, cols: int) -> nx.Graph:
 def random_access_graph(n: int, extra_edge_prob: float, seed: int | np.random.Generator | None = 0) -> nx.Graph:
     """Connected random graph: a uniformly random labelled tree on ``n`` nodes (so every node is reachable), plus
     every other pair joined independently with probability ``extra_edge_prob``.  Same seed, same graph."""
-    n = check_int(n, "n", 1)
-    p = check_unit_interval(extra_edge_prob, "extra_edge_prob", closed_low=True, closed_high=True)
+    n = integer(n, "n", 1)
+    p = real(extra_edge_prob, "extra_edge_prob", 0.0, 1.0)
     rng = make_rng(seed)
     g = nx.random_labeled_tree(n, seed=int(rng.integers(2**32)))
     if p > 0:
@@ -66,7 +66,7 @@ def random_access_graph(n: int, extra_edge_prob: float, seed: int | np.random.Ge
 def _check_graph(G: nx.Graph) -> None:
     if G.number_of_nodes() == 0:
         raise ParameterError("access graph has no nodes")
-    bad = [v for v in G.nodes if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0]
+    bad = [v for v in G.nodes if not is_integer(v) or v < 0]
     if bad:
         raise ParameterError(f"access graph node {bad[0]!r}: nodes must be non-negative ints (item ids)")
     if G.is_directed():
@@ -93,7 +93,7 @@ def random_walk(G: nx.Graph, T: int, seed: int | np.random.Generator | None = 0,
     """Seeded simple random walk of ``T`` requests: start at ``start`` (default: a uniformly random node), then
     each step moves to a uniformly random neighbour of the current node (Borodin et al., JCSS 1995)."""
     _check_graph(G)
-    T = check_int(T, "T", 0)
+    T = integer(T, "T", 0)
     rng = make_rng(seed)
     seq = np.empty(T, dtype=np.int64)
     v = _start_node(G, start, rng)
@@ -137,8 +137,8 @@ def adversarial_walk(policy, G: nx.Graph, k: int, T: int, seed: int | np.random.
     ``seed`` and can be scored against the exact optimum with any cache size.
     """
     _check_graph(G)
-    k = check_int(k, "k", 1)
-    T = check_int(T, "T", 0)
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
     v = _start_node(G, start, make_rng(0))
     sim = RMSimulator(policy, k, seed)
     nodes = [int(u) for u in G.nodes]

@@ -84,6 +84,7 @@ import numpy as np
 
 from kvcore.errors import ParameterError
 from kvcore.formulas import CONFIG_70B_GQA, GiB, MiB, ModelShape, blocks_in_budget, kv_block_bytes
+from kvcore.numbers import integer, real
 from kvcore.traces import PagingTrace
 
 TOKENS_PER_BLOCK = 16
@@ -120,27 +121,11 @@ def decode_block(key: int) -> tuple[int, int]:
     return key >> BLOCK_BITS, key & (MAX_BLOCKS_PER_SEQUENCE - 1)
 
 
-def _check_integers(label: str, params, names: tuple[str, ...], low: int) -> None:
-    """Each field ``names`` of ``params`` is an integer ``>= low`` (a bool is not one)."""
+def _check_fields(label: str, params, names: tuple[str, ...], check, *bounds, **ends) -> None:
+    """Each field ``names`` of ``params`` through ``check`` (:func:`kvcore.numbers.integer` or
+    :func:`~kvcore.numbers.real` with the given bounds), named ``LABEL: FIELD`` in the one-line error."""
     for name in names:
-        v = getattr(params, name)
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-            raise ParameterError(f"{label}: {name} = {v!r}: must be an integer >= {low}")
-
-
-def _check_probabilities(label: str, params, names: tuple[str, ...]) -> None:
-    for name in names:
-        v = getattr(params, name)
-        if not 0.0 <= v <= 1.0:
-            raise ParameterError(f"{label}: {name} = {v!r}: must be a probability in [0, 1]")
-
-
-def _check_positive_finite(label: str, params, names: tuple[str, ...]) -> None:
-    """Each field ``names`` of ``params`` is a number in ``(0, inf)`` (a bool is not one)."""
-    for name in names:
-        v = getattr(params, name)
-        if isinstance(v, bool) or not (isinstance(v, (int, float)) and 0.0 < v < float("inf")):
-            raise ParameterError(f"{label}: {name} = {v!r}: must be positive and finite")
+        check(getattr(params, name), f"{label}: {name}", *bounds, **ends)
 
 
 @dataclass(frozen=True)
@@ -176,9 +161,10 @@ class BlockWorkloadParams:
 
     def __post_init__(self) -> None:
         label = "block workload"
-        _check_integers(label, self, ("steps", "n_sequences", "system_blocks", "prompt_blocks_min", "topic_blocks"), 1)
-        _check_integers(label, self, ("system_reads", "local_blocks", "heavy_blocks", "heavy_reads", "topic_reads",
-                                      "background_reads"), 0)
+        _check_fields(label, self, ("steps", "n_sequences", "system_blocks", "prompt_blocks_min", "topic_blocks"),
+                      integer, 1)
+        _check_fields(label, self, ("system_reads", "local_blocks", "heavy_blocks", "heavy_reads", "topic_reads",
+                                    "background_reads"), integer, 0)
         if self.system_reads >= self.system_blocks:
             raise ParameterError(f"block workload: system_reads = {self.system_reads}: must be below "
                                  f"system_blocks = {self.system_blocks} (block 0 is always read)")
@@ -191,10 +177,10 @@ class BlockWorkloadParams:
         if self.topic_reads > self.topic_blocks or self.heavy_reads > self.heavy_blocks:
             raise ParameterError(f"block workload: topic_reads = {self.topic_reads} or heavy_reads = "
                                  f"{self.heavy_reads} exceeds its set (topic_blocks, heavy_blocks)")
-        _check_probabilities(label, self, ("topic_shift_prob", "return_shift_prob", "end_prob"))
-        _check_positive_finite(label, self, ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean",
-                                             "conc_sink", "conc_system", "conc_local", "conc_heavy", "conc_topic",
-                                             "conc_background", "conc_rest"))
+        _check_fields(label, self, ("topic_shift_prob", "return_shift_prob", "end_prob"), real, 0.0, 1.0)
+        _check_fields(label, self, ("system_zipf", "turn_tokens_mean", "idle_gap_mean", "reply_blocks_mean",
+                                    "conc_sink", "conc_system", "conc_local", "conc_heavy", "conc_topic",
+                                    "conc_background", "conc_rest"), real, 0.0, open_low=True)
         if self.turn_tokens_mean < 1 or self.reply_blocks_mean < 1:
             raise ParameterError("block workload: turn_tokens_mean and reply_blocks_mean must be at least 1 "
                                  "(means of geometric distributions on 1, 2, ...)")
@@ -271,9 +257,7 @@ def generate_block_workload(params: BlockWorkloadParams | None = None, seed: int
     times faster than per-call numpy draws for them.
     """
     p = BlockWorkloadParams() if params is None else params
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ParameterError(f"block workload: seed = {seed!r}: must be an integer")
-    rng = random.Random(int(seed))
+    rng = random.Random(integer(seed, "block workload: seed"))
     sys_ids = list(range(1, p.system_blocks))
     sys_cum = list(itertools.accumulate(b ** -p.system_zipf for b in sys_ids))
     next_seq = 1
@@ -387,20 +371,18 @@ class AnchoredWorkloadParams:
 
     def __post_init__(self) -> None:
         label = "anchored workload"
-        _check_integers(label, self, ("steps", "conversations", "anchor_blocks", "anchor_reads"), 1)
-        _check_integers(label, self, ("transient_reads",), 0)
+        _check_fields(label, self, ("steps", "conversations", "anchor_blocks", "anchor_reads"), integer, 1)
+        _check_fields(label, self, ("transient_reads",), integer, 0)
         if self.anchor_reads > self.anchor_blocks:
             raise ParameterError(f"anchored workload: anchor_reads = {self.anchor_reads}: must be at most "
                                  f"anchor_blocks = {self.anchor_blocks}")
         if self.anchor_blocks + self.steps * self.transient_reads > MAX_BLOCKS_PER_SEQUENCE:
             raise ParameterError("anchored workload: anchor_blocks + steps * transient_reads must stay below 2**20 "
                                  "blocks per sequence")
-        _check_probabilities(label, self, ("end_prob",))
-        z = self.popularity_zipf
-        if isinstance(z, bool) or not (isinstance(z, (int, float)) and 0.0 <= z < float("inf")):
-            raise ParameterError(f"anchored workload: popularity_zipf = {z!r}: must be finite and >= 0")
-        _check_positive_finite(label, self, ("turn_steps_mean", "idle_steps_mean", "conc_anchor", "conc_transient",
-                                             "conc_rest"))
+        _check_fields(label, self, ("end_prob",), real, 0.0, 1.0)
+        real(self.popularity_zipf, f"{label}: popularity_zipf", 0.0)
+        _check_fields(label, self, ("turn_steps_mean", "idle_steps_mean", "conc_anchor", "conc_transient",
+                                    "conc_rest"), real, 0.0, open_low=True)
         if self.turn_steps_mean < 1:
             raise ParameterError("anchored workload: turn_steps_mean must be at least 1 (mean of a geometric "
                                  "distribution on 1, 2, ...)")
@@ -454,9 +436,7 @@ def generate_anchored_workload(params: AnchoredWorkloadParams | None = None, see
     attention rows as arrays.
     """
     p = AnchoredWorkloadParams() if params is None else params
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
-        raise ParameterError(f"anchored workload: seed = {seed!r}: must be an integer >= 0")
-    rng = np.random.default_rng(int(seed))
+    rng = np.random.default_rng(integer(seed, "anchored workload: seed", 0))
     who, first_transient = _decoding_schedule(p, rng)
     T, per_step = p.steps, p.anchor_reads + p.transient_reads
     anchors = np.sort(np.argsort(rng.random((T, p.anchor_blocks)), axis=1)[:, :p.anchor_reads], axis=1)

@@ -27,9 +27,10 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, real
 from kvcore.traces import AttentionTrace
 
-from ._build import attention_from_rows, check_int, check_unit_interval
+from ._build import attention_from_rows
 
 ORDERS = ("paper", "filler_first")
 
@@ -46,7 +47,7 @@ class DecoyRoles(NamedTuple):
 def decoy_and_sleeper_roles(k: int, order: str = "filler_first") -> DecoyRoles:
     """Roles of :func:`decoy_and_sleeper`: decoys ``0..k-2``; ``order="paper"``: sleeper ``k-1``, filler ``k``;
     ``order="filler_first"``: filler ``k-1``, sleeper ``k``.  The suffix starts at step ``k+1`` in both."""
-    k = check_int(k, "k", 2)
+    k = integer(k, "k", 2)
     if order not in ORDERS:
         raise ParameterError(f"order = {order!r}: must be one of {ORDERS}")
     first, second = (k - 1, k)
@@ -78,10 +79,10 @@ def decoy_and_sleeper(k: int, epsilon: float, suffix: int, *, filler_mass: float
     """
     roles = decoy_and_sleeper_roles(k, order)
     k = int(k)
-    suffix = check_int(suffix, "suffix", 0)
-    eps = check_unit_interval(epsilon, "epsilon", closed_low=True, closed_high=False)
-    f = check_unit_interval(filler_mass, "filler_mass", closed_low=order == "paper", closed_high=True)
-    beta = check_unit_interval(background, "background", closed_low=True, closed_high=False)
+    suffix = integer(suffix, "suffix", 0)
+    eps = real(epsilon, "epsilon", 0.0, 1.0, open_high=True)
+    f = real(filler_mass, "filler_mass", 0.0, 1.0, open_low=order != "paper", open_high=False)
+    beta = real(background, "background", 0.0, 1.0, open_high=True)
     D = k - 1
     rows: list[dict[int, float]] = [{j: 1.0 / (t + 1) for j in range(t + 1)} for t in range(D)]
     if order == "paper":
@@ -148,11 +149,11 @@ def decoy_and_sleeper_rm(k: int, priming: int, suffix: int, rounds: int = 4,
     pays a few recomputes in every block (measured: ``gamma = 0.8``, ``k = 3``, ``rounds = 4``: about 0.5 per
     step), while with ``k >= 5`` both pairs fit and it stops paying.
     """
-    k = check_int(k, "k", 3)
-    priming = check_int(priming, "priming", k - 2)
-    suffix = check_int(suffix, "suffix", 0)
-    rounds = check_int(rounds, "rounds", 1)
-    beta = check_unit_interval(background, "background", closed_low=True, closed_high=False)
+    k = integer(k, "k", 3)
+    priming = integer(priming, "priming", k - 2)
+    suffix = integer(suffix, "suffix", 0)
+    rounds = integer(rounds, "rounds", 1)
+    beta = real(background, "background", 0.0, 1.0, open_high=True)
     if not beta < 0.5:
         raise ParameterError(f"background = {background}: must be below 1/2 so the sleeper stays the row's "
                              f"largest entry")

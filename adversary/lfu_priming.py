@@ -5,9 +5,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvcore.numbers import integer
 from kvcore.traces import AttentionTrace, PagingTrace
 
-from ._build import attention_from_rows, check_int
+from ._build import attention_from_rows
 
 
 def lfu_priming(k: int, m: int) -> PagingTrace:
@@ -19,8 +20,8 @@ def lfu_priming(k: int, m: int) -> PagingTrace:
     grows without bound in ``m`` (Sleator & Tarjan, CACM 1985; Borodin & El-Yaniv, "Online Computation and
     Competitive Analysis", Cambridge 1998, Sec. 3.3).  Deterministic.
     """
-    k = check_int(k, "k", 1)
-    m = check_int(m, "m", 1)
+    k = integer(k, "k", 1)
+    m = integer(m, "m", 1)
     prime = np.repeat(np.arange(k - 1, dtype=np.int64), m)
     alternate = np.tile(np.array([k - 1, k], dtype=np.int64), m - 1)
     return PagingTrace.unit(np.concatenate([prime, alternate]), f"lfu_priming(k={k}, m={m})")
@@ -42,16 +43,16 @@ def lfu_priming_attention(k: int, m: int) -> AttentionTrace:
     requests are ``{t}`` plus the target when it is older than ``t``: the SPEC formula with free arrivals added.
     Deterministic.
     """
-    k = check_int(k, "k", 1)
-    m = check_int(m, "m", 1)
+    k = integer(k, "k", 1)
+    m = integer(m, "m", 1)
     targets = lfu_priming_attention_targets(k, m)
     return attention_from_rows([{int(x): 1.0} for x in targets], f"lfu_priming_attention(k={k}, m={m})")
 
 
 def lfu_priming_attention_targets(k: int, m: int) -> np.ndarray:
     """The per-row target token of :func:`lfu_priming_attention` (row ``t`` is ``{targets[t]: 1}``)."""
-    k = check_int(k, "k", 1)
-    m = check_int(m, "m", 1)
+    k = integer(k, "k", 1)
+    m = integer(m, "m", 1)
     prime = np.repeat(np.arange(k - 1, dtype=np.int64) * m, m)
     x = (k - 1) * m
     alternate = np.tile(np.array([x, x + 1], dtype=np.int64), m - 1)

@@ -10,9 +10,10 @@ import numpy as np
 
 from kvcore.engine import NMSimulator, RMSimulator, make_rng
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer
 from kvcore.traces import AttentionTrace, PagingTrace
 
-from ._build import attention_from_rows, check_int
+from ._build import attention_from_rows
 
 
 def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator | None = 0) -> PagingTrace:
@@ -29,8 +30,8 @@ def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator 
     ``h``.  Replaying the same policy with the same ``seed`` reproduces the run (a randomized policy's coins come
     from ``seed``; the adversary is adaptive-online: it sees the resident set, not future coins).
     """
-    k = check_int(k, "k", 1)
-    T = check_int(T, "T", 0)
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
     sim = RMSimulator(policy, k, seed)
     seq = np.empty(T, dtype=np.int64)
     for t in range(T):
@@ -51,8 +52,8 @@ def adaptive_k_plus_one_nm(policy, k: int, T: int, seed: int | np.random.Generat
     otherwise row ``t`` is ``{t: 1}`` (all mass on the arriving token).  Once the policy has dropped anything,
     its regret is 1 per step while an offline policy that keeps that token pays 0 from then on.
     """
-    k = check_int(k, "k", 1)
-    T = check_int(T, "T", 0)
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
     sim = NMSimulator(policy, k, seed)
     rows: list[dict[int, float]] = []
     one = np.ones(1)
@@ -76,8 +77,8 @@ def cyclic_k_plus_one(k: int, T: int) -> PagingTrace:
     cache ``h`` faults about ``T (k-h+1)/k`` times, so the ratio tends to ``k/(k-h+1)`` (Sleator & Tarjan, CACM
     1985; paper Section 4(a)-(b), Eq. 6 and Eq. 8).
     """
-    k = check_int(k, "k", 1)
-    T = check_int(T, "T", 0)
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
     return PagingTrace.unit(np.arange(T, dtype=np.int64) % (k + 1), f"cyclic_k_plus_one(k={k}, T={T})")
 
 
@@ -90,8 +91,8 @@ def uniform_k_plus_one(k: int, T: int, seed: int | np.random.Generator | None = 
     "Competitive paging algorithms", J. Algorithms 1991; Young, "On-line caching as cache size varies", SODA 1991;
     paper Section 4(c), Eq. 9).  Same seed, same trace.
     """
-    k = check_int(k, "k", 1)
-    T = check_int(T, "T", 0)
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
     rng = make_rng(seed)
     return PagingTrace.unit(rng.integers(0, k + 1, size=T, dtype=np.int64), f"uniform_k_plus_one(k={k}, T={T})")
 
@@ -100,7 +101,7 @@ def phase_starts(trace: PagingTrace, k: int) -> list[int]:
     """Start steps of the k-phase partition: each phase is a maximal run of steps touching at most ``k`` distinct
     items; a new phase starts at the first step whose requests would make ``k+1`` distinct items (FKLMSY 1991; the
     paper's Section 2.2 phase argument).  The first phase starts at step 0 (when ``T > 0``)."""
-    k = check_int(k, "k", 1)
+    k = integer(k, "k", 1)
     starts: list[int] = []
     current: set[int] = set()
     for t, items, _ in trace.steps():
@@ -128,13 +129,13 @@ def marking_phases(k: int, phases: int, new_per_phase: int, seed: int | np.rando
     is the classical ``k+1``-item instance).  The optimum pays at least ``new_per_phase / 2`` per phase on
     average, marking at most ``new_per_phase * H_k`` in expectation (FKLMSY 1991).
     """
-    k = check_int(k, "k", 1)
-    phases = check_int(phases, "phases", 0)
-    new = check_int(new_per_phase, "new_per_phase", 1)
+    k = integer(k, "k", 1)
+    phases = integer(phases, "phases", 0)
+    new = integer(new_per_phase, "new_per_phase", 1)
     if new > k:
         raise ParameterError(f"new_per_phase = {new}: at most k = {k} items of a phase can be new")
     if n_items is not None:
-        n_items = check_int(n_items, "n_items", k + new)
+        n_items = integer(n_items, "n_items", k + new)
     rng = make_rng(seed)
     seq: list[int] = []
     prev: list[int] = []
@@ -170,8 +171,8 @@ def two_new_per_phase(k: int, phases: int, seed: int | np.random.Generator | Non
     phase is an item of this phase that the next phase leaves out.  So Marking's ratio tends to ``2H_k - 1``, its
     exact competitive ratio (Achlioptas, Chrobak & Noga, TCS 2000).
     """
-    k = check_int(k, "k", 2)
-    phases = check_int(phases, "phases", 1)
+    k = integer(k, "k", 2)
+    phases = integer(phases, "phases", 1)
     rng = make_rng(seed)
     universe = set(range(k + 2))
     phase = list(range(k))

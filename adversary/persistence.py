@@ -24,16 +24,17 @@ import numpy as np
 
 from kvcore.engine import make_rng
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, real
 from kvcore.traces import AttentionTrace
 
-from ._build import attention_from_rows, check_int, check_unit_interval
+from ._build import attention_from_rows
 
 
 def _check_persistence_params(rho: float, W: int, tau: float, *, strict_rho: bool = False) -> tuple[float, int,
                                                                                                           float]:
-    rho = check_unit_interval(rho, "rho", closed_low=False, closed_high=not strict_rho)
-    W = check_int(W, "W", 1)
-    tau = check_unit_interval(tau, "tau", closed_low=False, closed_high=True)
+    rho = real(rho, "rho", 0.0, 1.0, open_low=True, open_high=strict_rho)
+    W = integer(W, "W", 1)
+    tau = real(tau, "tau", 0.0, 1.0, open_low=True)
     return rho, W, tau
 
 
@@ -104,11 +105,11 @@ def attention_sinks(trace: AttentionTrace, min_mass: float = 0.05, min_fraction:
     ``min_fraction`` of the rows after their arrival (StreamingLLM's sinks: a few initial tokens that absorb a
     share of nearly every row; Xiao et al., ICLR 2024).  Measured from the trace, so a head with one sink yields one
     token and a head without any yields none."""
-    min_mass = check_unit_interval(min_mass, "min_mass", closed_low=False, closed_high=True)
-    min_fraction = check_unit_interval(min_fraction, "min_fraction", closed_low=False, closed_high=True)
+    min_mass = real(min_mass, "min_mass", 0.0, 1.0, open_low=True)
+    min_fraction = real(min_fraction, "min_fraction", 0.0, 1.0, open_low=True)
     rows = np.repeat(np.arange(trace.T), np.diff(trace.indptr))
     out = []
-    for i in range(min(check_int(first, "first", 1), trace.T - 1)):
+    for i in range(min(integer(first, "first", 1), trace.T - 1)):
         later = (trace.indices == i) & (rows > i) & (trace.weights >= min_mass)
         if np.count_nonzero(later) >= min_fraction * (trace.T - 1 - i):
             out.append(i)
@@ -117,7 +118,7 @@ def attention_sinks(trace: AttentionTrace, min_mass: float = 0.05, min_fraction:
 
 def tail_mass_per_step(trace: AttentionTrace, tau: float) -> np.ndarray:
     """``M_t(tau) = sum_{i : a[t, i] < tau} a[t, i]`` for every step ``t`` (stored weights only)."""
-    tau = check_unit_interval(tau, "tau", closed_low=False, closed_high=True)
+    tau = real(tau, "tau", 0.0, 1.0, open_low=True)
     rows = np.repeat(np.arange(trace.T), np.diff(trace.indptr))
     light = trace.weights < tau
     return np.bincount(rows[light], weights=trace.weights[light], minlength=trace.T)
@@ -135,18 +136,16 @@ def tail_mass(trace: AttentionTrace, tau: float) -> float:
 
 def zipf_weights(n: int, s: float) -> np.ndarray:
     """Zipf weights over ranks ``1..n``: ``r^(-s) / sum_{q=1}^{n} q^(-s)`` (``s = 0`` is uniform)."""
-    n = check_int(n, "n", 1)
-    if not (np.isfinite(s) and s >= 0):
-        raise ParameterError(f"zipf exponent = {s!r}: must be a finite number >= 0")
-    w = np.arange(1, n + 1, dtype=np.float64) ** (-float(s))
+    n = integer(n, "n", 1)
+    w = np.arange(1, n + 1, dtype=np.float64) ** (-real(s, "zipf exponent", 0.0))
     return w / w.sum()
 
 
 def check_row_masses(sinks, sink_mass, self_mass) -> tuple[int, float, float]:
     """Validate the parameters of :func:`sinks_self_zipf_row` (one-line ParameterError naming the parameter)."""
-    sinks = check_int(sinks, "sinks", 0)
-    sink_mass = check_unit_interval(sink_mass, "sink_mass", closed_low=True, closed_high=True)
-    self_mass = check_unit_interval(self_mass, "self_mass", closed_low=True, closed_high=True)
+    sinks = integer(sinks, "sinks", 0)
+    sink_mass = real(sink_mass, "sink_mass", 0.0, 1.0)
+    self_mass = real(self_mass, "self_mass", 0.0, 1.0)
     if sink_mass + self_mass > 1.0:
         raise ParameterError(f"sink_mass + self_mass = {sink_mass + self_mass}: must be at most 1")
     if sinks == 0 and sink_mass > 0:
@@ -187,11 +186,11 @@ def zipf_focus_attention(T: int, *, focus: int = 8, zipf_s: float = 1.1, sinks: 
     while the list is empty).  Entries of the same token add up.  Heavy tokens stay heavy while they stay in the list, which is what makes such traces
     nearly persistent; :func:`persistent_attention` makes them exactly so.  Same seed, same trace.
     """
-    T = check_int(T, "T", 0)
-    focus = check_int(focus, "focus", 1)
+    T = integer(T, "T", 0)
+    focus = integer(focus, "focus", 1)
     sinks, sink_mass, self_mass = check_row_masses(sinks, sink_mass, self_mass)
-    churn = check_unit_interval(churn, "churn", closed_low=True, closed_high=True)
-    revisit = check_unit_interval(revisit, "revisit", closed_low=True, closed_high=True)
+    churn = real(churn, "churn", 0.0, 1.0)
+    revisit = real(revisit, "revisit", 0.0, 1.0)
     rng = make_rng(seed)
     ranked: list[int] = []
     rows: list[dict[int, float]] = []
@@ -281,7 +280,7 @@ def stationary_zipf_trace(n: int, s: float, extra: int, stored: int) -> Attentio
     """Rows of the Fig. 13 model: row ``t`` is Zipf(s) by token id over tokens ``0..min(t, n-1)`` (rank = id, so a
     token is as important at every step: fully persistent); only the top ``stored`` ranks are stored, the rest is
     the row's residual (unattributed mass).  ``n + extra`` rows."""
-    n, extra, stored = check_int(n, "n", 1), check_int(extra, "extra", 0), check_int(stored, "stored", 1)
+    n, extra, stored = integer(n, "n", 1), integer(extra, "extra", 0), integer(stored, "stored", 1)
     indptr, idx, wts, res = [0], [], [], []
     for t in range(n + extra):
         m = min(t + 1, n)
@@ -319,7 +318,7 @@ def idle_token_spike(trace: AttentionTrace, step: int, mass: float, rho: float, 
     rho, W, tau = _check_persistence_params(rho, W, tau)
     if trace.residual.any():
         raise ParameterError(f"{trace.source}: has unattributed residual mass; a spike needs fully stored rows")
-    step = check_int(step, "step", 1)
+    step = integer(step, "step", 1)
     if step >= trace.T:
         raise ParameterError(f"step = {step}: the trace has only {trace.T} rows")
     mass = float(mass)

@@ -9,9 +9,10 @@ import numpy as np
 
 from kvcore.engine import make_rng
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer
 from kvcore.traces import AttentionTrace
 
-from ._build import attention_from_rows, check_int
+from ._build import attention_from_rows
 from .persistence import check_row_masses, sinks_self_zipf_row
 
 
@@ -39,9 +40,9 @@ def topic_shift(T: int, topic_length: int, heavy_size: int, *, zipf_s: float = 1
     attended at every step from its arrival on, so the trace is persistent inside topics.
     Returns the trace, the boundary steps ``L, 2L, ...`` (those below ``T``) and the heavy sets.
     """
-    T = check_int(T, "T", 0)
-    L = check_int(topic_length, "topic_length", 1)
-    heavy_size = check_int(heavy_size, "heavy_size", 1)
+    T = integer(T, "T", 0)
+    L = integer(topic_length, "topic_length", 1)
+    heavy_size = integer(heavy_size, "heavy_size", 1)
     sinks, sink_mass, self_mass = check_row_masses(sinks, sink_mass, self_mass)
     if sinks + heavy_size > L:
         raise ParameterError(f"topic_length = {L}: a topic must fit its {heavy_size} heavy tokens "

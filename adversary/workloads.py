@@ -11,9 +11,9 @@ from typing import Iterator
 import numpy as np
 
 from kvcore.engine import make_rng
+from kvcore.numbers import integer
 from kvcore.traces import AttentionTrace
 
-from ._build import check_int
 from .decoy_sleeper import decoy_and_sleeper
 from .persistence import persistent_attention, zipf_focus_attention
 from .topics import topic_shift
@@ -24,7 +24,7 @@ def dirichlet_attention(T: int, support: int = 3, seed=0) -> AttentionTrace:
     uniformly (a sparse, structureless attention pattern)."""
     rng = make_rng(seed)
     rows = []
-    for t in range(check_int(T, "T", 1)):
+    for t in range(integer(T, "T", 1)):
         m = min(t + 1, support)
         toks = rng.choice(t + 1, size=m, replace=False)
         rows.append(dict(zip(toks.tolist(), rng.dirichlet(np.ones(m)).tolist())))
@@ -81,8 +81,8 @@ def paused_sinks(trace: AttentionTrace, n_sinks: int, every: int, length: int) -
     looks unimportant to a rule that scores recent attention only (TOVA's last row, a short window) and is dropped,
     though it is attended again right after -- the case where pinning the sinks outside the rule helps (paper
     Section 8).  Rows still sum to 1."""
-    n_sinks, every, length = check_int(n_sinks, "n_sinks", 1), check_int(every, "every", 2), check_int(length,
-                                                                                                       "length", 1)
+    n_sinks, every, length = integer(n_sinks, "n_sinks", 1), integer(every, "every", 2), integer(length, "length",
+                                                                                                           1)
     rows = []
     for t, idx, w in trace.rows():
         row = dict(zip(idx.tolist(), w.tolist()))

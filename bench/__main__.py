@@ -37,8 +37,9 @@ from pathlib import Path
 import numpy as np
 
 from kvcore import kernels
-from kvcore.argtypes import OneLineParser, decimal, whole_number
+from kvcore.command import OneLineParser
 from kvcore.engine import run_nm, run_rm
+from kvcore.numbers import decimal, whole_number
 from kvcore.traces import PagingTrace
 from policies import all_policies, make
 from policies.fast import hits_per_step, lru_miss_curve, simulate_fast

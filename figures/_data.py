@@ -9,6 +9,7 @@ import math
 from typing import Any
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import is_real
 
 
 def fail(fig_id: str, message: str) -> ParameterError:
@@ -28,7 +29,7 @@ def mapping(fig_id: str, data: Any, allowed: set[str]) -> dict:
 
 
 def number(fig_id: str, where: str, value: Any, *, positive: bool = False, nonneg: bool = False) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) and not hasattr(value, "__float__"):
+    if not is_real(value):
         raise fail(fig_id, f"{where} = {value!r}: not a number")
     x = float(value)
     if not math.isfinite(x):
@@ -68,7 +69,8 @@ def records(fig_id: str, data: dict, key: str, fields: dict[str, str], text: tup
 
 
 def integer(fig_id: str, where: str, value: Any, low: int = 1) -> int:
-    """``value`` as an integer >= ``low`` (checked as a :func:`number` first)."""
+    """``value`` as an integer >= ``low``: figure data are JSON numbers, where ``4`` and ``4.0`` are the same number,
+    so an integral float counts (checked as a :func:`number` first)."""
     x = number(fig_id, where, value)
     if x != int(x) or x < low:
         raise fail(fig_id, f"{where} = {x:g}: must be an integer >= {low}")

@@ -13,6 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import is_real
 
 DATA_FILE = Path(__file__).with_name("data") / "published.json"
 QUANTITIES = {"budget_fraction", "throughput_gain", "speedup", "memory_reduction", "memory_reduction_percent",
@@ -39,8 +40,7 @@ def load_published(path: str = str(DATA_FILE)) -> dict:
         if p.get("quantity") not in QUANTITIES:
             raise ParameterError(f"{where}: quantity {p.get('quantity')!r} is not one of {sorted(QUANTITIES)}")
         nums = [p[k] for k in ("value", "low", "high") if k in p]
-        if not nums or not all(isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-                                and x > 0 for x in nums):
+        if not nums or not all(is_real(x) and math.isfinite(x) and x > 0 for x in nums):
             raise ParameterError(f"{where}: needs a positive finite value/low/high")
         for flag in ("paper_states", "source_verified"):
             if not isinstance(p.get(flag), bool):

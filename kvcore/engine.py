@@ -54,6 +54,7 @@ import numpy as np
 
 from . import kernels
 from .errors import ContractViolation, ParameterError
+from .numbers import integer, is_integer, is_real
 from .traces import AttentionTrace, PagingTrace, require_trace, rm_requests_from_attention
 
 MODELS = ("rm", "nm")
@@ -79,11 +80,7 @@ def policy_name(policy: Any) -> str:
 
 
 def check_capacity(capacity: Any, what: str = "capacity") -> int:
-    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)):
-        raise ParameterError(f"{what} = {capacity!r}: must be a positive integer")
-    if capacity < 1:
-        raise ParameterError(f"{what} = {capacity}: must be at least 1")
-    return int(capacity)
+    return integer(capacity, what, 1)
 
 
 def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
@@ -92,7 +89,7 @@ def make_rng(seed: int | np.random.Generator | None) -> np.random.Generator:
         return seed
     if seed is None:
         seed = 0
-    if isinstance(seed, (bool, np.bool_)) or not isinstance(seed, (int, np.integer)):
+    if not is_integer(seed):
         raise TypeError(f"seed = {seed!r}: must be an integer >= 0 or a numpy Generator, got {type(seed).__name__}")
     if seed < 0:
         raise ParameterError(f"seed = {seed}: must be an integer >= 0")
@@ -165,7 +162,7 @@ class _Simulator:
                                     f"(capacity {self.capacity} would be exceeded)")
         seen = set()
         for v in victims:
-            if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+            if not is_integer(v):
                 raise ContractViolation(self.name, t, f"victim {v!r} is not an item id")
             v = int(v)
             if v in seen:
@@ -324,7 +321,7 @@ def _step_items(items: Any, t: int) -> list[int]:
         raise TypeError(f"step {t}: items must be a sequence of integer item ids, got {type(items).__name__}")
     out = []
     for v in items:
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if not is_integer(v):
             raise TypeError(f"step {t}: item {v!r} is not an integer item id ({type(v).__name__})")
         if v < 0:
             raise ParameterError(f"step {t}: item id {int(v)} is negative")
@@ -340,7 +337,7 @@ def _step_costs(costs: Any, t: int) -> list[float]:
 
 def _amount(x: Any, t: int, what: str) -> float:
     """A finite real ``>= 0`` (a cost or a residual mass); a bool, a string or None is a TypeError."""
-    if isinstance(x, (bool, np.bool_)) or not isinstance(x, (int, float, np.integer, np.floating)):
+    if not is_real(x):
         raise TypeError(f"step {t}: {what} {x!r} is not a number ({type(x).__name__})")
     if not (math.isfinite(x) and x >= 0):
         raise ParameterError(f"step {t}: {what} {x!r} must be finite and >= 0")

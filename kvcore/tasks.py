@@ -33,6 +33,7 @@ import uuid
 from typing import Any, Callable, Iterable, Sequence, TextIO
 
 from .errors import KVToolkitError, ParameterError
+from .numbers import integer
 
 INSTALL_HINT = "pip install -e '.[dist]'"
 
@@ -44,13 +45,6 @@ class WorkerLost(KVToolkitError, RuntimeError):
 def dask_available() -> bool:
     """True when ``dask.distributed`` can be imported (the ``[dist]`` extra is installed)."""
     return importlib.util.find_spec("dask") is not None and importlib.util.find_spec("distributed") is not None
-
-
-def _count(value: Any, name: str, note: str = "") -> int:
-    """``value`` when it is an ``int`` >= 0 (not a bool), else a one-line ParameterError naming ``name``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ParameterError(f"{name} = {value!r}: must be a non-negative integer{note}")
-    return value
 
 
 def _first_line(exc: BaseException) -> str:
@@ -110,8 +104,8 @@ class TaskPool:
 
     def __init__(self, workers: int | None = None, scheduler: str | None = None, *, retries: int = 2,
                  processes: bool = True, connect_timeout: float = 10.0):
-        self.workers = None if workers is None else _count(workers, "workers", " (0 or 1 runs serially)")
-        self.retries = _count(retries, "retries")
+        self.workers = None if workers is None else integer(workers, "workers", 0)
+        self.retries = integer(retries, "retries", 0)
         self.scheduler = scheduler
         self.processes = processes
         self.connect_timeout = connect_timeout

@@ -41,6 +41,7 @@ import numpy as np
 
 from .atomic import replacing
 from .errors import TraceError
+from .numbers import is_integer
 
 ROW_SUM_TOL = 1e-6
 
@@ -56,7 +57,7 @@ def _as_int_array(values, source: str, name: str) -> np.ndarray:
         raise _fail(source, f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
-    if arr.dtype.kind == "O" and all(isinstance(v, int) and not isinstance(v, bool) for v in arr.tolist()):
+    if arr.dtype.kind == "O" and all(is_integer(v) for v in arr.tolist()):
         raise _fail(source, f"{name} holds a value that does not fit in int64")  # numpy keeps such ints as objects
     if arr.dtype.kind not in "iu":
         raise _fail(source, f"{name} must hold integers, got dtype {arr.dtype}")
@@ -257,7 +258,7 @@ def _ids_from_sequence(seq: Iterable[int], source: str, step_of: Sequence[int] |
     (default: request ``i`` is step ``i``)."""
     values = list(seq)
     for i, v in enumerate(values):
-        if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        if not is_integer(v):
             raise _fail(source, f"item id {v!r} is not an integer", i if step_of is None else step_of[i])
         if not (_INT64_MIN <= int(v) <= _INT64_MAX):
             raise _fail(source, f"item id {int(v)} does not fit in int64", i if step_of is None else step_of[i])

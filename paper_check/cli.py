@@ -13,8 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvcore.argtypes import OneLineParser, whole_number
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.numbers import whole_number
 
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130

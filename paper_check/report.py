@@ -31,6 +31,7 @@ from typing import Any, Iterable
 
 from kvcore.atomic import write_text
 from kvcore.errors import ParameterError
+from kvcore.numbers import is_real
 from theorems.claims import CLAIMS, ClaimResult, Context, dumps, to_jsonable
 from theorems.profile import Profile
 
@@ -190,7 +191,7 @@ def value_differences(fresh: Any, locked: Any, where: str = "") -> list[str]:
         if len(fresh) != len(locked):
             return [f"{where or '/'}: {len(locked)} entries -> {len(fresh)}"]
         return [d for i, (a, b) in enumerate(zip(fresh, locked)) for d in value_differences(a, b, f"{where}/{i}")]
-    numbers = all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in (fresh, locked))
+    numbers = is_real(fresh) and is_real(locked)
     same = math.isclose(fresh, locked, rel_tol=REL_TOL, abs_tol=ABS_TOL) if numbers else fresh == locked
     return [] if same else [f"{where or '/'}: {locked!r} -> {fresh!r}"]
 

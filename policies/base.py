@@ -30,6 +30,7 @@ import numpy as np
 
 from kvcore.engine import policy_name
 from kvcore.errors import ContractViolation
+from kvcore.numbers import is_integer
 
 
 class Policy:
@@ -99,7 +100,7 @@ class Policy:
         ``on_evict`` (or ``export_state``) sees an item it does not hold: an integer id, resident, not chosen twice
         and, during :meth:`evict`, not requested at this step.  Raises ContractViolation naming policy, step, item."""
         name = policy_name(self)
-        if isinstance(item, (bool, np.bool_)) or not isinstance(item, (int, np.integer)):
+        if not is_integer(item):
             raise ContractViolation(name, t, f"victim {item!r} is not an item id")
         protected, dropped = getattr(self, "_evicting", None) or (frozenset(), None)
         if dropped is not None and item in dropped:

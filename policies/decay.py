@@ -30,37 +30,9 @@ plus amortized ``O(log k)`` heap work per eviction, with no per-step pass over a
 from __future__ import annotations
 
 import heapq
-import math
 from typing import Any, Callable
 
-from kvcore.errors import ParameterError
-
 _MISSING = object()
-
-
-def check_gamma(policy: str, gamma: Any, allow_one: bool = False) -> float:
-    """Validate a decay factor: ``0 < gamma < 1`` (``<= 1`` when ``allow_one``)."""
-    ok = isinstance(gamma, (int, float)) and not isinstance(gamma, bool) and math.isfinite(gamma)
-    if not ok or not (0.0 < gamma < 1.0 or (allow_one and gamma == 1.0)):
-        bound = "(0, 1]" if allow_one else "(0, 1)"
-        raise ParameterError(f"policy {policy}: gamma = {gamma!r} must be a number in {bound}")
-    return float(gamma)
-
-
-def check_number(policy: str, what: str, value: Any, low: float = 0.0, allow_inf: bool = False) -> float:
-    """Validate a real parameter ``>= low`` (finite unless ``allow_inf``)."""
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and not math.isnan(value)
-    if not ok or value < low or (math.isinf(value) and not allow_inf):
-        raise ParameterError(f"policy {policy}: {what} = {value!r} must be a {'' if allow_inf else 'finite '}"
-                             f"number >= {low:g}")
-    return float(value)
-
-
-def check_count(policy: str, what: str, value: Any, low: int = 0) -> int:
-    """Validate an integer parameter ``>= low``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < low:
-        raise ParameterError(f"policy {policy}: {what} = {value!r} must be an integer >= {low}")
-    return value
 
 
 class LazyDecay:

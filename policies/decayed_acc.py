@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvcore.numbers import real
+
 from .acc import ACC
-from .decay import check_gamma
 from .registry import register
 
 
@@ -36,7 +37,7 @@ class DecayedACC(ACC):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check_gamma(self.name, self.gamma)
+        real(self.gamma, f"policy {self.name}: gamma", 0.0, 1.0, open_low=True, open_high=True)
 
     def _gamma(self) -> float:
         return self.gamma

@@ -6,9 +6,10 @@ from collections import deque
 from dataclasses import dataclass
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, real
 
 from .base import Policy
-from .decay import LazyDecay, RisingKeyHeap, check_count, check_number
+from .decay import LazyDecay, RisingKeyHeap
 from .registry import register
 
 
@@ -44,12 +45,12 @@ class DefaultPolicy(Policy):
     citation = "the paper, Section 10 (GD-A with a recency floor)"
 
     def __post_init__(self) -> None:
-        check_count(self.name, "recent", self.recent)
-        check_count(self.name, "n_sinks", self.n_sinks)
+        integer(self.recent, f"policy {self.name}: recent", 0)
+        integer(self.n_sinks, f"policy {self.name}: n_sinks", 0)
         if self.half_life is None and self.recent == 0:
             raise ParameterError("policy Default: recent = 0 needs an explicit half_life (it defaults to recent)")
         if self.half_life is not None:
-            check_number(self.name, "half_life", self.half_life)
+            real(self.half_life, f"policy {self.name}: half_life", 0.0)
             if self.half_life <= 0:
                 raise ParameterError(f"policy Default: half_life = {self.half_life!r} must be > 0")
 

@@ -63,7 +63,6 @@ eviction, against this class (theorems/results/blocks.py, tests/test_block_study
 
 from __future__ import annotations
 
-import math
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -71,6 +70,7 @@ import numpy as np
 
 from kvcore.errors import ParameterError
 from kvcore.formulas import ema_decayed, ema_update, eviction_priority, recency_decay
+from kvcore.numbers import real
 
 from .base import Policy
 from .registry import register
@@ -101,11 +101,8 @@ class EMABlock(Policy):
     persistable = True
 
     def __post_init__(self) -> None:
-        for pname, value, ok in (("alpha", self.alpha, lambda a: 0.0 < a <= 1.0),
-                                 ("beta", self.beta, lambda b: 0.0 < b < math.inf)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not ok(value):
-                rule = "0 < alpha <= 1" if pname == "alpha" else "beta > 0 and finite"
-                raise ParameterError(f"policy {self.name}: {pname} = {value!r}: need {rule}")
+        real(self.alpha, f"policy {self.name}: alpha", 0.0, 1.0, open_low=True)
+        real(self.beta, f"policy {self.name}: beta", 0.0, open_low=True)
         if self.unattended not in ("decay", "hold"):
             raise ParameterError(f"policy {self.name}: unattended = {self.unattended!r}: must be 'decay' or 'hold'")
         self._hold = self.unattended == "hold"

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from itertools import count
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, real
 
 from .base import Policy
-from .decay import LazyDecay, RisingKeyHeap, check_count, check_gamma, check_number
+from .decay import LazyDecay, RisingKeyHeap
 from .registry import register
 
 WEIGHT_RULES = ("auto", "unit", "cost", "position", "zero")
@@ -93,12 +94,12 @@ class GDA(Policy):
             raise ParameterError(f"policy GD-A: weight = {self.weight!r} must be one of {WEIGHT_RULES}")
         if self.tiebreak not in TIEBREAKS:
             raise ParameterError(f"policy GD-A: tiebreak = {self.tiebreak!r} must be one of {TIEBREAKS}")
-        check_count(self.name, "T_hint", self.T_hint)
+        integer(self.T_hint, f"policy {self.name}: T_hint", 0)
         if self.weight == "position" and self.T_hint < 1:
             raise ParameterError("policy GD-A: weight = 'position' needs T_hint >= 1 (w_i = 1 + (i + 1) / T_hint)")
-        check_number(self.name, "threshold", self.threshold, allow_inf=True)
-        check_gamma(self.name, self.gamma)
-        check_count(self.name, "n_pinned", self.n_pinned)
+        real(self.threshold, f"policy {self.name}: threshold", 0.0, finite=False)
+        real(self.gamma, f"policy {self.name}: gamma", 0.0, 1.0, open_low=True, open_high=True)
+        integer(self.n_pinned, f"policy {self.name}: n_pinned", 0)
         self._zero_ops()  # so that ``ops`` reads all zeros before the first run
 
     def _zero_ops(self) -> None:

@@ -5,9 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import real
 
 from .base import Policy
-from .decay import RisingKeyHeap, check_number
+from .decay import RisingKeyHeap
 from .registry import register
 
 
@@ -40,7 +41,7 @@ class H2O(Policy):
                 "Models, NeurIPS 2023")
 
     def __post_init__(self) -> None:
-        check_number(self.name, "recent_fraction", self.recent_fraction)
+        real(self.recent_fraction, f"policy {self.name}: recent_fraction", 0.0)
         if self.recent_fraction > 1.0:
             raise ParameterError(f"policy H2O: recent_fraction = {self.recent_fraction!r} must be in [0, 1]")
 

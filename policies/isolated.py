@@ -45,8 +45,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvcore.engine import takes_model, policy_name
+from kvcore.engine import policy_name, takes_model
 from kvcore.errors import ContractViolation, KVToolkitError, ParameterError
+from kvcore.numbers import is_integer
 
 from .registry import resolve
 
@@ -429,7 +430,7 @@ def _serve_run(conn, factory, message: list) -> None:
             _send(conn, {"ok": result})
         except ContractViolation as exc:
             item = exc.item
-            item = int(item) if isinstance(item, (int, np.integer)) and not isinstance(item, bool) else (
+            item = int(item) if is_integer(item) else (
                 None if item is None else repr(item))
             _send(conn, {"error": str(exc), "contract": [str(exc.policy), int(exc.step), item]})
             return

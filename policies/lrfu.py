@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from kvcore.numbers import real
+
 from .base import Policy
-from .decay import RisingKeyHeap, check_number
+from .decay import RisingKeyHeap
 from .registry import register
 
 
@@ -54,8 +56,8 @@ class LRFU(Policy):
     persistable = True
 
     def __post_init__(self) -> None:
-        check_number(self.name, "lam", self.lam)
-        check_number(self.name, "threshold", self.threshold, allow_inf=True)
+        real(self.lam, f"policy {self.name}: lam", 0.0)
+        real(self.threshold, f"policy {self.name}: threshold", 0.0, finite=False)
 
     def on_reset(self) -> None:
         self._heap = RisingKeyHeap()

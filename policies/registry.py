@@ -11,9 +11,10 @@ import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from kvcore.engine import INTERFACE_METHODS
 from kvcore.errors import ParameterError
 from kvcore.formulas import GUARANTEES
-from kvcore.engine import INTERFACE_METHODS
+from kvcore.numbers import is_integer, is_real
 
 from .base import Policy
 
@@ -112,8 +113,8 @@ def check_param_type(info: PolicyInfo, key: str, value: Any) -> None:
     allowed = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
     allowed = tuple(typing.get_origin(a) or a for a in allowed)
     ok = any(value is None if a is type(None) else
-             (isinstance(value, (int, float)) and not isinstance(value, bool)) if a is float else
-             (isinstance(value, int) and not isinstance(value, bool)) if a is int else
+             is_real(value) if a is float else
+             is_integer(value) if a is int else
              isinstance(value, a) for a in allowed)
     if not ok:
         names = " or ".join("null" if a is type(None) else a.__name__ for a in allowed)

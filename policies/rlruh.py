@@ -6,8 +6,9 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from itertools import count
 
+from kvcore.numbers import integer, real
+
 from .base import Policy
-from .decay import check_count, check_number
 from .heap import KeyedMinHeap
 from .registry import register
 
@@ -48,9 +49,9 @@ class RLRUH(Policy):
     citation = "the paper, Section 7 (Theorem 4)"
 
     def __post_init__(self) -> None:
-        check_number(self.name, "rho", self.rho)
-        check_number(self.name, "tau", self.tau)
-        check_count(self.name, "W", self.W, 1)
+        real(self.rho, f"policy {self.name}: rho", 0.0)
+        real(self.tau, f"policy {self.name}: tau", 0.0)
+        integer(self.W, f"policy {self.name}: W", 1)
 
     def on_reset(self) -> None:
         self._clock = count()

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from kvcore.numbers import integer, real
+
 from .base import Policy
-from .decay import check_count, check_number
 from .registry import register
 
 
@@ -48,11 +49,11 @@ class Scissorhands(Policy):
                 "Compression at Test Time, NeurIPS 2023")
 
     def __post_init__(self) -> None:
-        check_count(self.name, "history", self.history, 1)
-        check_count(self.name, "recent", self.recent)
-        check_count(self.name, "drop_amount", self.drop_amount, 1)
+        integer(self.history, f"policy {self.name}: history", 1)
+        integer(self.recent, f"policy {self.name}: recent", 0)
+        integer(self.drop_amount, f"policy {self.name}: drop_amount", 1)
         if self.threshold is not None:
-            check_number(self.name, "threshold", self.threshold)
+            real(self.threshold, f"policy {self.name}: threshold", 0.0)
 
     def on_reset(self) -> None:
         self._ids = np.zeros(self.k + 1, dtype=np.int64)  # resident tokens, unordered slots

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from kvcore.errors import ParameterError
+from kvcore.numbers import integer, is_integer
 
-from .decay import check_count
 from .registry import register
 from .wrapper import Wrapper
 
@@ -36,9 +36,8 @@ class SinkPinned(Wrapper):
     citation = "the paper, Section 8; Xiao et al., Efficient streaming language models with attention sinks, ICLR 2024"
 
     def __post_init__(self) -> None:
-        check_count(self.name, "n_sinks", self.n_sinks)
-        if self.sinks is not None and not all(isinstance(i, int) and not isinstance(i, bool) and i >= 0
-                                              for i in self.sinks):
+        integer(self.n_sinks, f"policy {self.name}: n_sinks", 0)
+        if self.sinks is not None and not all(is_integer(i) and i >= 0 for i in self.sinks):
             raise ParameterError(f"policy SinkPinned: sinks = {self.sinks!r} must be token ids (integers >= 0)")
         info = self.wrap()
         if "nm" not in info.models:

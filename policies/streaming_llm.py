@@ -5,8 +5,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from kvcore.numbers import integer
+
 from .base import Policy
-from .decay import check_count
 from .registry import register
 
 
@@ -33,7 +34,7 @@ class StreamingLLM(Policy):
     citation = "Xiao et al., Efficient Streaming Language Models with Attention Sinks, ICLR 2024"
 
     def __post_init__(self) -> None:
-        check_count(self.name, "n_sinks", self.n_sinks)
+        integer(self.n_sinks, f"policy {self.name}: n_sinks", 0)
 
     def on_reset(self) -> None:
         self._sinks = min(self.n_sinks, self.k)

@@ -42,8 +42,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kvcore.argtypes import OneLineParser, whole_number
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.numbers import whole_number
 from kvcore.traces import AttentionTrace
 
 from .model import (CONTEXT, MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, N_LAYERS, REAL_EXTRA_HINT, MissingExtra,

@@ -37,8 +37,9 @@ from pathlib import Path
 
 import numpy as np
 
-from kvcore.argtypes import OneLineParser, comma_list, decimal, whole_number
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.numbers import comma_list, decimal, whole_number
 
 from .press_eval import LAYER_GROUPS, OptCache, evaluate
 from .press_schedule import replay

@@ -12,9 +12,10 @@ import sys
 
 import numpy as np
 
-from kvcore.argtypes import OneLineParser, whole_number
 from kvcore.atomic import write_text
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError
+from kvcore.numbers import whole_number
 
 from . import analysis as an
 from .experiments import alpha_beta_sweep, section11, section11_windows

@@ -47,9 +47,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kvcore.argtypes import OneLineParser, comma_list, decimal, whole_number
 from kvcore.atomic import write_text
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.numbers import comma_list, decimal, integer, real, whole_number
 from kvcore.traces import AttentionTrace, load_trace
 
 from . import analysis as an
@@ -75,19 +76,14 @@ class StudyParams:
         if not self.budgets:
             raise ParameterError("budgets: at least one NM budget is needed")
         for k in self.budgets:
-            if isinstance(k, bool) or not isinstance(k, int) or k < 2:
-                raise ParameterError(f"budget {k!r}: must be an integer >= 2 (Theorem 4 reserves one slot)")
+            integer(k, "budget", 2)  # Theorem 4 reserves one slot
         if len(set(self.budgets)) != len(self.budgets):
             raise ParameterError(f"budgets {list(self.budgets)}: each budget once")
-        if isinstance(self.seeds, bool) or not isinstance(self.seeds, int) or self.seeds < 1:
-            raise ParameterError(f"seeds = {self.seeds!r}: must be a positive integer")
-        if not (0 < self.tau <= 1):
-            raise ParameterError(f"tau = {self.tau}: must be in (0, 1]")
-        if not (0 < self.rho <= 1):
-            raise ParameterError(f"rho = {self.rho}: must be in (0, 1]")
+        integer(self.seeds, "seeds", 1)
+        real(self.tau, "tau", 0.0, 1.0, open_low=True)
+        real(self.rho, "rho", 0.0, 1.0, open_low=True)
         for W in self.windows:
-            if isinstance(W, bool) or not isinstance(W, int) or W < 1:
-                raise ParameterError(f"window {W!r}: must be a positive integer")
+            integer(W, "window", 1)
 
 
 @dataclass(frozen=True)

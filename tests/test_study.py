@@ -137,8 +137,8 @@ def test_plan_orders_solves_first_and_checks_its_input(traceset_dir, tmp_path):
     assert sets["recall"]["needles"] == {"code": list(NEEDLE)} and sets["recall"]["query"] == [QUESTION, T]
     with pytest.raises(TraceError, match="not a trace set"):
         plan([str(tmp_path)], PARAMS)
-    for bad, message in (({"budgets": (1,)}, "budget 1"), ({"budgets": (8, 8)}, "each budget once"),
-                         ({"seeds": 0}, "seeds = 0"), ({"windows": (0,)}, "window 0"), ({"tau": 0.0}, "tau = 0")):
+    for bad, message in (({"budgets": (1,)}, "budget = 1"), ({"budgets": (8, 8)}, "each budget once"),
+                         ({"seeds": 0}, "seeds = 0"), ({"windows": (0,)}, "window = 0"), ({"tau": 0.0}, "tau = 0")):
         with pytest.raises(ParameterError, match=message):
             StudyParams(**bad)
 
@@ -173,7 +173,7 @@ def test_help_lists_the_study():
     (["--budgets", "4,x"], "argument --budgets: 'x' is not an integer"),
     (["--budgets", "1_024"], "argument --budgets: '1_024' is not an integer"),
     (["--tau", "nan"], "argument --tau: 'nan' is not a decimal number"),
-    (["--budgets", "1"], "budget 1: must be an integer >= 2"),
+    (["--budgets", "1"], "budget = 1: must be an integer >= 2"),
     (["--seeds", "0"], "seeds = 0"),
     (["--workers", "-2"], "workers = -2"),
 ])

@@ -65,14 +65,13 @@ from multiprocessing.connection import Pipe
 from pathlib import Path
 from typing import Any, Callable
 
-import numpy as np
-
 import policies
 from adversary import constructions, tail_mass
 from adversary.strategies import within_theorem4_premise
 from kvcore.atomic import write_text
 from kvcore.errors import ContractViolation, ParameterError, TraceError
 from kvcore.measure import REL_TOL, measure, within
+from kvcore.numbers import integer, real
 from kvcore.traces import AttentionTrace, PagingTrace, save_trace
 from policies.isolated import PolicyFailed, PolicyHost, PolicyTimeout
 
@@ -98,11 +97,9 @@ class Premise:
     tau: float = 0.25
 
     def checked(self) -> "Premise":
-        for name, value in (("rho", self.rho), ("tau", self.tau)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (0 < value <= 1):
-                raise ParameterError(f"{name} = {value!r}: must be a number in (0, 1]")
-        if isinstance(self.W, bool) or not isinstance(self.W, int) or self.W < 1:
-            raise ParameterError(f"W = {self.W!r}: must be an integer >= 1")
+        real(self.rho, "rho", 0.0, 1.0, open_low=True)
+        real(self.tau, "tau", 0.0, 1.0, open_low=True)
+        integer(self.W, "W", 1)
         return self
 
     def describe(self) -> str:
@@ -126,22 +123,14 @@ class FuzzConfig:
         return "against" if self.against else ("premise" if self.model == "nm" else "bound")
 
     def checked(self) -> "FuzzConfig":
-        def positive_int(name, v, low=1):
-            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < low:
-                raise ParameterError(f"{name} = {v!r}: must be an integer >= {low}")
-
-        def positive_seconds(name, v):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not (math.isfinite(v) and v > 0):
-                raise ParameterError(f"{name} = {v!r}: must be a positive number of seconds")
-
         for name, spec in (("target", self.target), ("against", self.against)):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
                 raise ParameterError(f"{name} = {spec!r}: expected a registered policy name or module:Class")
-        positive_int("capacity k", self.k)
-        positive_int("examples", self.examples)
-        positive_int("seed", self.seed, 0)
-        positive_seconds("seconds", self.seconds)
-        positive_seconds("call timeout", self.call_timeout)
+        integer(self.k, "capacity k", 1)
+        integer(self.examples, "examples", 1)
+        integer(self.seed, "seed", 0)
+        real(self.seconds, "seconds", 0.0, open_low=True)
+        real(self.call_timeout, "call timeout", 0.0, open_low=True)
         if self.model not in ("rm", "nm"):
             raise ParameterError(f"model = {self.model!r}: must be 'rm' or 'nm'")
         if self.mode == "premise":

@@ -16,8 +16,9 @@ import os
 import sys
 from pathlib import Path
 
-from kvcore.argtypes import OneLineParser, decimal, whole_number
+from kvcore.command import OneLineParser
 from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.numbers import decimal, whole_number
 
 DEFAULT_OUT = "fuzz-counterexamples"
 EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 2, 3, 130

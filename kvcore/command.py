@@ -1,0 +1,150 @@
+"""The one runner of every command line: exit codes, one-line errors, Ctrl-C.
+
+A command line of the toolkit is a thin shell over a library function: a :class:`Command` names its program, adds
+its arguments to a parser and calls the library in ``run(args) -> exit status``.  Everything a user sees when
+something goes wrong is decided here, once:
+
+=====  ==================================================================================================
+exit   when
+=====  ==================================================================================================
+0      done (``--help`` included; a closed stdout pipe, as in ``... | head``, is not an error)
+1      the command's own "found something" (a verdict differs from the ledger, the fuzzer found a violation)
+2      bad input: a :class:`~kvcore.errors.KVToolkitError` or a usage error, as ONE line ``PROG: error: MESSAGE``
+3      the command's own failure, for commands that declare ``internal_error=True`` (the fuzzer): one line
+130    interrupted (Ctrl-C at any moment, imports included): one line ``PROG: interrupted``, no traceback
+=====  ==================================================================================================
+
+Outputs are the library's business and go through :mod:`kvcore.atomic` (a temporary name renamed over the target,
+a run's files staged and moved together), so an interrupted command leaves every file as it was or complete.
+
+Once a command has been interrupted, a second SIGINT (or one that a C extension delivered late) must not turn the
+exit status 130 into death by signal during interpreter shutdown: :func:`finish` ignores SIGINT before exiting.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+from dataclasses import dataclass
+from typing import Callable
+
+from .errors import KVToolkitError
+
+EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a usage error in one line, ``PROG: error: MESSAGE``, with exit status 2 (plain
+    argparse prints the whole usage block first).  Subparsers made from it are of the same class."""
+
+    def error(self, message: str):  # noqa: D401 - argparse API
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
+
+
+@dataclass(frozen=True)
+class Command:
+    """A command line: ``prog`` (as printed in messages), a one-paragraph ``description``, ``add_arguments(parser)``
+    and ``run(args) -> int`` (the exit status; the library raises KVToolkitError for bad input).  ``internal_error``:
+    any other exception is the command's own failure, reported in one line with exit status 3 (otherwise it
+    propagates with its traceback: a bug in the toolkit should be seen)."""
+
+    prog: str
+    description: str
+    add_arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], int]
+    internal_error: bool = False
+
+    def parser(self, prog: str | None = None) -> OneLineParser:
+        p = OneLineParser(prog=prog or self.prog, description=self.description)
+        self.add_arguments(p)
+        return p
+
+    def mount(self, subparsers, name: str, help: str) -> argparse.ArgumentParser:
+        """Add this command as subcommand ``name`` of another parser; the parsed ``args.command_object`` is
+        ``self`` (see :func:`dispatch`)."""
+        p = subparsers.add_parser(name, help=help, description=self.description)
+        self.add_arguments(p)
+        p.set_defaults(command_object=self)
+        return p
+
+    def main(self, argv: list[str] | None = None, prog: str | None = None) -> int:
+        """Parse ``argv`` (default ``sys.argv[1:]``) and run; every outcome is an exit status (module docstring)."""
+        name = prog or self.prog
+        return execute(name, lambda: self.run(self.parser(name).parse_args(argv)), self.internal_error)
+
+
+def dispatch(args: argparse.Namespace) -> int:
+    """Run the :class:`Command` a subparser made with :meth:`Command.mount` selected."""
+    return args.command_object.run(args)
+
+
+def execute(prog: str, body: Callable[[], int | None], internal_error: bool = False) -> int:
+    """Call ``body`` and turn what it raises into the exit status and the one line of the module docstring."""
+    try:
+        return int(body() or 0)
+    except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed in one line
+        return exc.code if isinstance(exc.code, int) else EXIT_USAGE
+    except KVToolkitError as exc:
+        return usage_error(prog, str(exc))
+    except KeyboardInterrupt:
+        return interrupted(prog)
+    except BrokenPipeError:
+        return _closed_stdout()
+    except Exception as exc:  # noqa: BLE001 -- only for commands that declare their own failures (exit 3)
+        if not internal_error:
+            raise
+        print(f"{prog}: internal error: {type(exc).__name__}: {_one_line(str(exc))}", file=sys.stderr, flush=True)
+        return EXIT_INTERNAL
+
+
+def usage_error(prog: str, message: str) -> int:
+    print(f"{prog}: error: {_one_line(message)}", file=sys.stderr, flush=True)
+    return EXIT_USAGE
+
+
+def interrupted(prog: str) -> int:
+    _ignore_sigint()
+    print(f"{prog}: interrupted", file=sys.stderr, flush=True)
+    return EXIT_INTERRUPTED
+
+
+def entry(prog: str, load: Callable[[], Callable[[], int]]) -> None:
+    """The body of a ``__main__`` module: ``load()`` imports the command (so Ctrl-C during the imports is caught
+    too) and returns its ``main``; the process exits with its status through :func:`finish`."""
+    try:
+        code = load()()
+    except KeyboardInterrupt:
+        code = interrupted(prog)
+    finish(code)
+
+
+def finish(code: int) -> None:
+    """Exit with ``code`` after flushing; an interrupted run ignores further SIGINTs while Python shuts down."""
+    if code == EXIT_INTERRUPTED:
+        _ignore_sigint()
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:
+        code = _closed_stdout() if code == EXIT_OK else code
+    sys.exit(code)
+
+
+def _ignore_sigint() -> None:
+    try:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    except ValueError:  # not the main thread
+        pass
+
+
+def _closed_stdout() -> int:
+    """The reader of stdout went away (``| head``): not an error; stop writing to the dead pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return EXIT_OK
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
