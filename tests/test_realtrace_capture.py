@@ -157,9 +157,14 @@ def test_blocked_attention_is_transformers_eager_attention():
     finally:
         cap._SINK.clear()
         cap._BLOCK_ROWS[0] = cap.DEFAULT_BLOCK_ROWS
-    assert torch.equal(out, want_out)
+    # Blocking the query rows changes how BLAS splits the float32 matmuls, hence the summation order: the outputs agree
+    # to rounding, not bit for bit (measured max |diff| 2.5e-7). Each output is a convex combination of n value rows,
+    # so a different summation order moves it by at most ~n float32 ulps of max |value| (Higham, Accuracy and
+    # Stability of Numerical Algorithms, SIAM 2002, Sec. 4.2); the weights get the same bound against 1.
+    ulp = torch.finfo(torch.float32).eps
+    assert (out - want_out).abs().max().item() <= n * ulp * value.abs().max().item()
     assert [r for r, _ in seen] == [n - q_len + r for r in range(0, q_len, 4)]
-    assert torch.equal(torch.cat([w for _, w in seen], dim=1), want_w[0])
+    assert (torch.cat([w for _, w in seen], dim=1) - want_w[0]).abs().max().item() <= n * ulp
 
 
 def test_sparsify_rows_keeps_top_entries_and_exact_residual():
