@@ -43,7 +43,8 @@ Sizing: 32 GiB holds 6553 blocks of 5 MiB (Llama-2-70B, :data:`BLOCK_MODEL`).  W
 (seed 0) the workload reads 159,138 blocks, 24,321 distinct (119 GiB), so the budget holds 27% of the footprint;
 the live working set, estimated as 256 conversations x (16 heavy + 12 topic + 1 local) blocks + 32 system blocks
 (about 7,400), is just above the budget, so the choice of victim matters: LRU hits 71.2% of reads where Belady on
-the flattened reads (an upper bound on any policy) hits 83.6% (``python -m theorems.results.blocks quick``).
+the flattened reads (an upper bound on any policy) hits 83.6% (``python -m paper_check claim
+blk-alpha-interior-optimum --json``, workload ``serving``).
 :meth:`BlockWorkload.summary` reports the sizes of a run.
 
 A second, score-sensitive model (:func:`generate_anchored_workload`, :class:`AnchoredWorkloadParams`).  In the model

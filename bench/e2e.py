@@ -88,7 +88,7 @@ def _kvcore(trace: str, k: str) -> dict:
     import policies
     from kvcore.engine import run
     from kvcore.optima import optimum
-    from kvcore.traces import load_trace
+    from kvcore.trace_files import load_trace
 
     phases["imports"] = time.perf_counter() - start
     start = time.perf_counter()

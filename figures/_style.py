@@ -29,6 +29,11 @@ RC = {
     "axes.prop_cycle": matplotlib.cycler(color=["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e",
                                                 "#8c564b", "#17becf", "#7f7f7f"]),
 }
+# the real-trace figures (realtrace.study_figures, realtrace.press.board) put many layers, heads and panels on one
+# page: smaller text (sizes relative to 9 pt), thinner lines and matplotlib's ten-colour default cycle
+DENSE_RC = {**RC, "font.size": 9, "axes.titlesize": 10, "axes.labelsize": "medium", "legend.fontsize": 7,
+            "xtick.labelsize": "medium", "ytick.labelsize": "medium", "lines.linewidth": 1.5,
+            "axes.prop_cycle": matplotlib.rcParamsDefault["axes.prop_cycle"]}
 
 NOTE_FONTSIZE = 8.5
 _NOTE_LINE_IN = NOTE_FONTSIZE * 1.35 / 72  # one footer line, inches

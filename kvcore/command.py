@@ -63,10 +63,10 @@ class Command:
 
     def mount(self, subparsers, name: str, help: str) -> argparse.ArgumentParser:
         """Add this command as subcommand ``name`` of another parser; the parsed ``args.command_object`` is
-        ``self`` (see :func:`dispatch`)."""
+        ``self`` and ``args.command_prog`` its program name (see :func:`dispatch`)."""
         p = subparsers.add_parser(name, help=help, description=self.description)
         self.add_arguments(p)
-        p.set_defaults(command_object=self)
+        p.set_defaults(command_object=self, command_prog=p.prog)
         return p
 
     def main(self, argv: list[str] | None = None, prog: str | None = None) -> int:
@@ -76,8 +76,10 @@ class Command:
 
 
 def dispatch(args: argparse.Namespace) -> int:
-    """Run the :class:`Command` a subparser made with :meth:`Command.mount` selected."""
-    return args.command_object.run(args)
+    """Run the :class:`Command` a subparser made with :meth:`Command.mount` selected, under its own name (``PARENT
+    NAME``) and its own ``internal_error`` rule, exactly as its standalone ``main`` would."""
+    command = args.command_object
+    return execute(args.command_prog, lambda: command.run(args), command.internal_error)
 
 
 def execute(prog: str, body: Callable[[], int | None], internal_error: bool = False) -> int:

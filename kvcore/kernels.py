@@ -102,8 +102,9 @@ NO_HITS = np.zeros(0, np.bool_)
 
 
 @_inlined
-def _unlink(before, after, x):
-    """Take node ``x`` out of its circular doubly linked list."""
+def list_unlink(before, after, x):
+    """Take node ``x`` out of its circular doubly linked list (``before``/``after``: each node's neighbours).  Shared
+    with :mod:`kvcore.block_kernel`."""
     p = before[x]
     q = after[x]
     after[p] = q
@@ -111,7 +112,7 @@ def _unlink(before, after, x):
 
 
 @_inlined
-def _append(before, after, sentinel, x):
+def list_append(before, after, sentinel, x):
     """Insert node ``x`` at the tail of the circular list of ``sentinel`` (just before it)."""
     tail = before[sentinel]
     after[tail] = x
@@ -137,19 +138,19 @@ def lru(ids, n, k, hits):
         if resident[x]:
             if record:
                 hits[t] = True
-            _unlink(before, after, x)
+            list_unlink(before, after, x)
         else:
             misses += 1
             if record:
                 hits[t] = False
             if size == k:
                 v = after[n]
-                _unlink(before, after, v)
+                list_unlink(before, after, v)
                 resident[v] = False
             else:
                 size += 1
             resident[x] = True
-        _append(before, after, n, x)
+        list_append(before, after, n, x)
     return misses
 
 
@@ -201,7 +202,7 @@ def lfu(ids, n, k, max_count, hits):
         if c > 0:
             if record:
                 hits[t] = True
-            _unlink(before, after, x)
+            list_unlink(before, after, x)
             if min_count == c and after[n + c] == n + c:
                 min_count = c + 1
             c += 1
@@ -211,14 +212,14 @@ def lfu(ids, n, k, max_count, hits):
                 hits[t] = False
             if size == k:
                 v = after[n + min_count]
-                _unlink(before, after, v)
+                list_unlink(before, after, v)
                 count[v] = 0
             else:
                 size += 1
             c = 1
             min_count = 1
         count[x] = c
-        _append(before, after, n + c, x)
+        list_append(before, after, n + c, x)
     return misses
 
 

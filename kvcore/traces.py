@@ -15,38 +15,25 @@ Two kinds of trace, both stored as flat arrays so that long traces fit in memory
     top entries); stored weights plus residual sum to 1 within ``ROW_SUM_TOL``.  Residual mass is unattributed: a
     policy's true regret lies in ``[regret, regret + sum(residual)]``, and the same holds for the optimum.
 
-File formats (``load_trace`` / ``save_trace``):
-
-* ``*.npy`` holding a 1-D integer array (memory-mapped), or ``*.txt`` with one non-negative integer id per line in
-  plain ASCII decimal digits, at most 2^63 - 1 (blank lines and lines starting with ``#`` are skipped): a unit-cost
-  paging trace.  A file with no step is rejected.
-* ``*.npz`` with ``kind = "paging"``: arrays ``items`` (int), ``costs`` (float, optional: default all 1) and
-  ``offsets`` (int, optional: default one request per step).
-* ``*.npz`` with ``kind = "attention"``: arrays ``indptr``, ``indices`` (int), ``weights`` (float) and optionally
-  ``residual`` (float, one per row).
+File formats: :mod:`kvcore.trace_files`.
 
 Every problem is reported as one line ``"<source>: step <t>: <problem>"`` through :class:`TraceError`.
 """
 
 from __future__ import annotations
 
-import os
-import zipfile
-import zlib
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from .atomic import replacing
 from .errors import TraceError
 from .numbers import is_integer
 
 ROW_SUM_TOL = 1e-6
 
 
-def _fail(source: str, problem: str, step: int | None = None) -> TraceError:
+def trace_error(source: str, problem: str, step: int | None = None) -> TraceError:
     where = source if step is None else f"{source}: step {step}"
     return TraceError(f"{where}: {problem}")
 
@@ -54,25 +41,25 @@ def _fail(source: str, problem: str, step: int | None = None) -> TraceError:
 def _as_int_array(values, source: str, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise _fail(source, f"{name} must be 1-D, got shape {arr.shape}")
+        raise trace_error(source, f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size == 0:
         return np.zeros(0, dtype=np.int64)
     if arr.dtype.kind == "O" and all(is_integer(v) for v in arr.tolist()):
-        raise _fail(source, f"{name} holds a value that does not fit in int64")  # numpy keeps such ints as objects
+        raise trace_error(source, f"{name} holds a value that does not fit in int64")  # numpy keeps such ints as objects
     if arr.dtype.kind not in "iu":
-        raise _fail(source, f"{name} must hold integers, got dtype {arr.dtype}")
-    if arr.dtype.kind == "u" and int(arr.max()) > _INT64_MAX:
-        i = _first_bad(arr > _INT64_MAX)
-        raise _fail(source, f"{name}[{i}] = {int(arr[i])} does not fit in int64")
+        raise trace_error(source, f"{name} must hold integers, got dtype {arr.dtype}")
+    if arr.dtype.kind == "u" and int(arr.max()) > INT64_MAX:
+        i = _first_bad(arr > INT64_MAX)
+        raise trace_error(source, f"{name}[{i}] = {int(arr[i])} does not fit in int64")
     return arr.astype(np.int64, copy=False)
 
 
 def _as_float_array(values, source: str, name: str) -> np.ndarray:
     arr = np.asarray(values)
     if arr.ndim != 1:
-        raise _fail(source, f"{name} must be 1-D, got shape {arr.shape}")
+        raise trace_error(source, f"{name} must be 1-D, got shape {arr.shape}")
     if arr.size and arr.dtype.kind not in "fiu":
-        raise _fail(source, f"{name} must hold numbers, got dtype {arr.dtype}")
+        raise trace_error(source, f"{name} must hold numbers, got dtype {arr.dtype}")
     return arr.astype(np.float64, copy=False)
 
 
@@ -103,20 +90,20 @@ class PagingTrace:
         if costs is not None:
             costs = _as_float_array(costs, src, "costs")
             if costs.shape != items.shape:
-                raise _fail(src, f"costs has {costs.size} entries but items has {n}")
+                raise trace_error(src, f"costs has {costs.size} entries but items has {n}")
         if offsets is not None:
             offsets = _as_int_array(offsets, src, "offsets")
             if offsets.size < 1 or offsets[0] != 0 or offsets[-1] != n:
-                raise _fail(src, f"offsets must start at 0 and end at len(items) = {n}")
+                raise trace_error(src, f"offsets must start at 0 and end at len(items) = {n}")
             steps = np.diff(offsets)
             if steps.size and (steps <= 0).any():
-                raise _fail(src, "a step requests no item (offsets not strictly increasing)", _first_bad(steps <= 0))
+                raise trace_error(src, "a step requests no item (offsets not strictly increasing)", _first_bad(steps <= 0))
             if steps.size == n:  # every step requests one item: the offsets carry no information
                 offsets = None
         step_of = None if offsets is None else np.repeat(np.arange(offsets.size - 1), np.diff(offsets))
         if n and int(items.min()) < 0:
             i = _first_bad(items < 0)
-            raise _fail(src, f"negative item id {int(items[i])}", i if step_of is None else int(step_of[i]))
+            raise trace_error(src, f"negative item id {int(items[i])}", i if step_of is None else int(step_of[i]))
         if costs is not None:
             _check_costs(costs, src, step_of)
             if bool((costs == 1.0).all()):
@@ -125,7 +112,7 @@ class PagingTrace:
             for t in np.flatnonzero(np.diff(offsets) > 1):
                 q = items[offsets[t] : offsets[t + 1]]
                 if np.unique(q).size != q.size:
-                    raise _fail(src, "an item is requested twice in the same step", int(t))
+                    raise trace_error(src, "an item is requested twice in the same step", int(t))
         for arr in (items, costs, offsets):
             if arr is not None and arr.flags.writeable:
                 arr.setflags(write=False)
@@ -148,7 +135,7 @@ class PagingTrace:
             c = None
         else:
             if [len(x) for x in costs] != lengths:
-                raise _fail(source, "costs must have one entry per requested item")
+                raise trace_error(source, "costs must have one entry per requested item")
             c = np.asarray([x for q in costs for x in q])
             if c.size == 0:
                 c = np.zeros(0)
@@ -242,14 +229,14 @@ def _check_costs(costs: np.ndarray, src: str, step_of: np.ndarray | None) -> Non
         return
     if not np.isfinite(costs).all():
         i = _first_bad(~np.isfinite(costs))
-        raise _fail(src, f"fault cost is {costs[i]} (must be finite)", step(i))
+        raise trace_error(src, f"fault cost is {costs[i]} (must be finite)", step(i))
     if (costs < 0).any():
         i = _first_bad(costs < 0)
-        raise _fail(src, f"negative fault cost {costs[i]}", step(i))
+        raise trace_error(src, f"negative fault cost {costs[i]}", step(i))
     with np.errstate(over="ignore"):
         total = costs.sum()
     if not np.isfinite(total):
-        raise _fail(src, f"the fault costs sum to more than the largest float ({np.finfo(np.float64).max:.3g})")
+        raise trace_error(src, f"the fault costs sum to more than the largest float ({np.finfo(np.float64).max:.3g})")
 
 
 def _ids_from_sequence(seq: Iterable[int], source: str, step_of: Sequence[int] | None = None) -> np.ndarray:
@@ -259,13 +246,13 @@ def _ids_from_sequence(seq: Iterable[int], source: str, step_of: Sequence[int] |
     values = list(seq)
     for i, v in enumerate(values):
         if not is_integer(v):
-            raise _fail(source, f"item id {v!r} is not an integer", i if step_of is None else step_of[i])
-        if not (_INT64_MIN <= int(v) <= _INT64_MAX):
-            raise _fail(source, f"item id {int(v)} does not fit in int64", i if step_of is None else step_of[i])
+            raise trace_error(source, f"item id {v!r} is not an integer", i if step_of is None else step_of[i])
+        if not (_INT64_MIN <= int(v) <= INT64_MAX):
+            raise trace_error(source, f"item id {int(v)} does not fit in int64", i if step_of is None else step_of[i])
     return np.asarray(values, dtype=np.int64) if values else np.zeros(0, np.int64)
 
 
-_INT64_MIN, _INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
+_INT64_MIN, INT64_MAX = int(np.iinfo(np.int64).min), int(np.iinfo(np.int64).max)
 
 
 def require_trace(trace: Any, argument: str = "trace", kinds: tuple[type, ...] | None = None) -> None:
@@ -308,46 +295,46 @@ class AttentionTrace:
         object.__setattr__(self, "weights", weights)
         object.__setattr__(self, "residual", residual)
         if indptr.size < 1 or indptr[0] != 0 or indptr[-1] != indices.size:
-            raise _fail(src, f"indptr must start at 0 and end at len(indices) = {indices.size} (truncated file?)")
+            raise trace_error(src, f"indptr must start at 0 and end at len(indices) = {indices.size} (truncated file?)")
         if weights.shape != indices.shape:
-            raise _fail(src, f"weights has {weights.size} entries but indices has {indices.size}")
+            raise trace_error(src, f"weights has {weights.size} entries but indices has {indices.size}")
         if residual.size != T:
-            raise _fail(src, f"residual has {residual.size} entries but the trace has {T} rows")
+            raise trace_error(src, f"residual has {residual.size} entries but the trace has {T} rows")
         lengths = np.diff(indptr)
         if (lengths < 0).any():
-            raise _fail(src, "indptr decreases", _first_bad(lengths < 0))
+            raise trace_error(src, "indptr decreases", _first_bad(lengths < 0))
         row = np.repeat(np.arange(T), lengths)
         if indices.size:
             if (indices < 0).any():
                 i = _first_bad(indices < 0)
-                raise _fail(src, f"negative token id {int(indices[i])}", int(row[i]))
+                raise trace_error(src, f"negative token id {int(indices[i])}", int(row[i]))
             if (indices > row).any():
                 i = _first_bad(indices > row)
-                raise _fail(src, f"references future token {int(indices[i])}", int(row[i]))
+                raise trace_error(src, f"references future token {int(indices[i])}", int(row[i]))
             same_row = row[1:] == row[:-1]
             bad = same_row & (indices[1:] <= indices[:-1])
             if bad.any():
                 i = _first_bad(bad) + 1
-                raise _fail(src, "token ids in a row must be strictly increasing (duplicate or unsorted)",
+                raise trace_error(src, "token ids in a row must be strictly increasing (duplicate or unsorted)",
                             int(row[i]))
             if not np.isfinite(weights).all():
                 i = _first_bad(~np.isfinite(weights))
-                raise _fail(src, f"weight is {weights[i]} for token {int(indices[i])}", int(row[i]))
+                raise trace_error(src, f"weight is {weights[i]} for token {int(indices[i])}", int(row[i]))
             if (weights < 0).any():
                 i = _first_bad(weights < 0)
-                raise _fail(src, f"negative weight {weights[i]} for token {int(indices[i])}", int(row[i]))
+                raise trace_error(src, f"negative weight {weights[i]} for token {int(indices[i])}", int(row[i]))
         if T and not np.isfinite(residual).all():
             t = _first_bad(~np.isfinite(residual))
-            raise _fail(src, f"residual mass is {residual[t]}", t)
+            raise trace_error(src, f"residual mass is {residual[t]}", t)
         if T and (residual < 0).any():
             t = _first_bad(residual < 0)
-            raise _fail(src, f"negative residual mass {residual[t]}", t)
+            raise trace_error(src, f"negative residual mass {residual[t]}", t)
         # bincount, not add.reduceat: reduceat fails on a trailing empty row (all mass in the residual)
         sums = np.bincount(row, weights=weights, minlength=T) + residual
         off = np.abs(sums - 1.0) > ROW_SUM_TOL
         if off.any():
             t = _first_bad(off)
-            raise _fail(src, f"row sums to {sums[t]:.9g}, not 1 (tolerance {ROW_SUM_TOL:g})", t)
+            raise trace_error(src, f"row sums to {sums[t]:.9g}, not 1 (tolerance {ROW_SUM_TOL:g})", t)
         for arr in (indptr, indices, weights, residual):
             arr.setflags(write=False)
 
@@ -372,10 +359,10 @@ class AttentionTrace:
         """From a dense lower-triangular ``T x T`` matrix (tests and small examples only)."""
         a = np.asarray(a, dtype=np.float64)
         if a.ndim != 2 or a.shape[0] != a.shape[1]:
-            raise _fail(source, f"dense attention must be square, got shape {a.shape}")
+            raise trace_error(source, f"dense attention must be square, got shape {a.shape}")
         if np.triu(a, 1).any():
             r, c = np.argwhere(np.triu(a, 1))[0]
-            raise _fail(source, f"references future token {int(c)}", int(r))
+            raise trace_error(source, f"references future token {int(c)}", int(r))
         rows = [{int(i): float(a[t, i]) for i in np.flatnonzero(a[t, : t + 1])} for t in range(a.shape[0])]
         return cls.from_rows(rows, source)
 
@@ -446,7 +433,7 @@ def rm_requests_from_attention(trace: AttentionTrace, theta: float,
     T = trace.T
     w = recompute_weights(T) if weights is None else np.asarray(weights, dtype=np.float64)
     if w.shape != (T,):
-        raise _fail(trace.source, f"recompute weights need one entry per token ({T}), got shape {w.shape}")
+        raise trace_error(trace.source, f"recompute weights need one entry per token ({T}), got shape {w.shape}")
     rows = np.repeat(np.arange(T), np.diff(trace.indptr))
     keep = (trace.weights >= theta) & (trace.indices < rows)
     # one arrival per step, placed first, then the above-threshold earlier tokens in increasing id order
@@ -457,125 +444,3 @@ def rm_requests_from_attention(trace: AttentionTrace, theta: float,
     counts = np.bincount(req_rows, minlength=T)
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     return PagingTrace(req_items[order], req_costs[order], offsets, f"{trace.source} (RM, theta={theta:g})")
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Files
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def load_trace(path: str | os.PathLike) -> PagingTrace | AttentionTrace:
-    """Load a trace file (format chosen by its extension, see module docstring); raise TraceError on any problem.
-
-    A ``.npy`` file is memory-mapped, not read: an int64 trace is simulated straight from the page cache, so a long
-    trace costs no copy (other integer dtypes are converted once to int64).  A trace with no step is an error.
-    """
-    p = Path(path)
-    src = str(p)
-    if not p.exists():
-        raise TraceError(f"{src}: no such file")
-    if p.is_dir():
-        raise TraceError(f"{src}: is a directory, not a trace file")
-    suffix = _trace_format(p)
-    try:
-        if suffix == ".npy":
-            trace = PagingTrace.unit(_read_npy_ids(p), src)
-        elif suffix == ".txt":
-            trace = PagingTrace.unit(_read_text_ids(p), src)
-        else:
-            trace = _load_npz(p)
-    except TraceError:
-        raise
-    except (ValueError, OSError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:  # corrupt/truncated
-        raise TraceError(f"{src}: cannot read: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}")
-    if trace.T == 0:
-        raise TraceError(f"{src}: empty trace (no steps): nothing to simulate")
-    return trace
-
-
-def _trace_format(p: Path) -> str:
-    """The file format named by ``p``'s extension (lower case); TraceError for an extension that names none."""
-    suffix = p.suffix.lower()
-    if suffix not in (".npy", ".txt", ".npz"):
-        raise TraceError(f"{p}: unknown trace format {suffix!r} (use .npy, .txt or .npz)")
-    return suffix
-
-
-def _read_npy_ids(p: Path) -> np.ndarray:
-    src = str(p)
-    with open(p, "rb") as fh:  # read the header first: an object or empty array cannot (and need not) be mapped
-        fmt = np.lib.format
-        header = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
-        shape, _, dtype = header(fh)
-    if len(shape) != 1:
-        raise _fail(src, f"a .npy paging trace must be 1-D, got shape {shape}")
-    if dtype.kind not in "iu":
-        raise _fail(src, f"a .npy paging trace must hold integers, got dtype {dtype}")
-    if shape[0] == 0:
-        return np.zeros(0, np.int64)
-    return np.load(p, mmap_mode="r", allow_pickle=False)
-
-
-def _read_text_ids(p: Path) -> np.ndarray:
-    """One id per line, written as plain ASCII decimal digits: ``+1``, ``1_000``, ``1e3``, ``٣`` (non-ASCII digits)
-    and ids that do not fit in int64 are rejected, not interpreted (Python's ``int()`` would accept the first two)."""
-    ids = []
-    with open(p, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            s = line.strip(" \t\r\n")
-            if not s or s.startswith("#"):
-                continue
-            where = f"{p}: step {len(ids)}: line {lineno}"
-            digits = s[1:] if s.startswith("-") else s
-            if not (digits.isascii() and digits.isdigit()):
-                raise TraceError(f"{where}: {s[:40]!r} is not an integer id (plain decimal digits only)")
-            if s.startswith("-"):
-                raise TraceError(f"{where}: negative item id {s[:40]}")
-            v = int(s)
-            if v > _INT64_MAX:
-                raise TraceError(f"{where}: item id {s[:40]} does not fit in int64 (at most 2^63 - 1)")
-            ids.append(v)
-    return np.asarray(ids, dtype=np.int64)
-
-
-def _load_npz(p: Path) -> PagingTrace | AttentionTrace:
-    src = str(p)
-    with np.load(p, allow_pickle=False) as z:
-        keys = set(z.files)
-        kind = str(z["kind"]) if "kind" in keys else ("attention" if "indptr" in keys else "paging")
-        if kind == "paging":
-            if "items" not in keys:
-                raise _fail(src, "paging .npz needs an 'items' array")
-            return PagingTrace(z["items"], z["costs"] if "costs" in keys else None,
-                               z["offsets"] if "offsets" in keys else None, src)
-        if kind == "attention":
-            missing = {"indptr", "indices", "weights"} - keys
-            if missing:
-                raise _fail(src, f"attention .npz lacks array(s) {sorted(missing)}")
-            return AttentionTrace(z["indptr"], z["indices"], z["weights"],
-                                  z["residual"] if "residual" in keys else None, src)
-        raise _fail(src, f"unknown kind {kind!r} (expected 'paging' or 'attention')")
-
-
-def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> Path:
-    """Write a trace atomically (a temporary file renamed into place: no partial file is ever left behind).
-
-    Unit-cost single-request paging traces may go to ``.npy`` or ``.txt``; everything goes to ``.npz``.
-    """
-    p = Path(path)
-    suffix = _trace_format(p)
-    if suffix in (".npy", ".txt") and not (isinstance(trace, PagingTrace) and trace.is_unit_single):
-        raise TraceError(f"{p}: only unit-cost one-request-per-step paging traces fit {suffix}; use .npz")
-    if not p.parent.exists():
-        raise TraceError(f"{p}: directory {p.parent} does not exist")
-    with replacing(p) as tmp, open(tmp, "wb") as fh:
-        if suffix == ".npy":
-            np.save(fh, np.asarray(trace.items))
-        elif suffix == ".txt":
-            fh.write(("\n".join(map(str, trace.items.tolist())) + "\n").encode())
-        elif isinstance(trace, PagingTrace):
-            np.savez_compressed(fh, kind="paging", items=trace.items, costs=trace.costs, offsets=trace.offsets)
-        else:
-            np.savez_compressed(fh, kind="attention", indptr=trace.indptr, indices=trace.indices,
-                                weights=trace.weights, residual=trace.residual)
-    return p

@@ -1,12 +1,12 @@
-"""``python -m paper_check``: Ctrl-C at any moment, imports included, exits 130 without a traceback."""
+"""``python -m paper_check`` (:mod:`paper_check.cli`); Ctrl-C at any moment, imports included, exits 130 in one line."""
 
-import sys
+from kvcore.command import entry
 
-try:
+
+def _load():
     from .cli import main
 
-    code = main()
-except KeyboardInterrupt:
-    print("paper_check: interrupted (outputs left as they were)", file=sys.stderr)
-    code = 130
-sys.exit(code)
+    return main
+
+
+entry("paper_check", _load)

@@ -13,13 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kvcore.command import OneLineParser
-from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.command import Command, OneLineParser, dispatch
+from kvcore.errors import ParameterError
 from kvcore.numbers import whole_number
-
-EXIT_USAGE = 2
-EXIT_INTERRUPTED = 130
-
 
 INFINITIES = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf}
 
@@ -56,7 +52,8 @@ OPT_NAMES = {"opt", "belady"}
 def cmd_simulate(args) -> int:
     from kvcore.measure import measure, ratio
     from kvcore.optima import optimum
-    from kvcore.traces import AttentionTrace, load_trace
+    from kvcore.traces import AttentionTrace
+    from kvcore.trace_files import load_trace
 
     import policies
 
@@ -263,25 +260,30 @@ def cmd_claim(args) -> int:
 
 
 # --------------------------------------------------------------------------------------------------------------------
-# commands that live with their packages: fuzz (theorems.fuzz_cli), capture and press (realtrace)
+# commands that live with their packages (each a kvcore.command.Command, mounted as it is)
 # --------------------------------------------------------------------------------------------------------------------
 
+def _mounted_commands():
+    """(name, Command, help) of the subcommands whose options and runner live with their packages, so ``python -m
+    paper_check NAME`` and the package's own command line are one code path."""
+    from realtrace.capture_cli import COMMAND as capture
+    from realtrace.press.cli import COMMAND as press
+    from realtrace.quality.cli import COMMAND as quality
+    from verify.cli import COMMAND as fuzz
 
-def _mounted(sub, name: str, module, text: str) -> None:
-    """Mount a subcommand whose options and runner live in ``module`` (``add_arguments(parser)``, ``run(args,
-    prog)``), so ``python -m paper_check NAME`` and the package's own command line are one code path."""
-    sp = sub.add_parser(name, help=text)
-    module.add_arguments(sp)
-    sp.set_defaults(func=lambda args: module.run(args, prog=f"paper_check {name}"))
+    return [("fuzz", fuzz, "search for traces on which a policy breaks its promised bound (user policies run "
+                           "isolated in a child process)"),
+            ("capture", capture, "capture real attention traces (the model run needs the [real] extra)"),
+            ("press", press, "a kvpress press against the exact NM optimum (needs the [real] and [kvpress] extras)"),
+            ("quality", quality, "replay eviction schedules in the real model and measure output quality (needs "
+                                 "the [real] extra; presses also [kvpress])")]
 
 
 # --------------------------------------------------------------------------------------------------------------------
 # parser and entry point
 # --------------------------------------------------------------------------------------------------------------------
 
-def build_parser() -> argparse.ArgumentParser:
-    p = OneLineParser(prog="paper_check", description="Rebuild every figure and check every claim of the paper; "
-                "simulate policies against the exact optimum.  With no command: the whole check.")
+def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_profile(p)
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output root, laid out like the repository: DIR/figures/ and DIR/paper_check/report.{md,json}"
@@ -327,19 +329,12 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--json", action="store_true", help="print one JSON object")
     s.set_defaults(func=cmd_simulate)
 
-    from realtrace import capture, press
-    from theorems import fuzz_cli
-
-    _mounted(sub, "fuzz", fuzz_cli, "search for traces on which a policy breaks its promised bound (user policies "
-                                    "run isolated in a child process)")
-    _mounted(sub, "capture", capture, "capture real attention traces (the model run needs the [real] extra)")
-    _mounted(sub, "press", press, "a kvpress press against the exact NM optimum (needs the [real] and [kvpress] "
-                                  "extras)")
+    for name, command, text in _mounted_commands():
+        command.mount(sub, name, text)
 
     pol = sub.add_parser("policies", help="list the policy registry")
     pol.add_argument("--json", action="store_true", help="print JSON")
     pol.set_defaults(func=cmd_policies)
-    return p
 
 
 def _add_profile(p: argparse.ArgumentParser) -> None:
@@ -348,18 +343,18 @@ def _add_profile(p: argparse.ArgumentParser) -> None:
     g.add_argument("--full", action="store_true", help="full profile: larger k and longer sequences")
 
 
+def run(args: argparse.Namespace) -> int:
+    if args.command is None:
+        return cmd_run(args)
+    if hasattr(args, "command_object"):
+        return dispatch(args)
+    return args.func(args)
+
+
+COMMAND = Command(prog="paper_check", description="Rebuild every figure and check every claim of the paper; simulate "
+                  "policies against the exact optimum.  With no command: the whole check.", add_arguments=add_arguments,
+                  run=run)
+
+
 def main(argv: list[str] | None = None) -> int:
-    try:
-        parser = build_parser()
-        args = parser.parse_args(argv)
-        if args.command is None:
-            args.func = cmd_run
-        return int(args.func(args) or 0)
-    except KVToolkitError as exc:
-        print(f"paper_check: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("paper_check: interrupted (outputs left as they were)", file=sys.stderr)
-        return EXIT_INTERRUPTED
-    except BrokenPipeError:
-        return 0
+    return COMMAND.main(argv)

@@ -157,6 +157,37 @@ def load_ledger(path: Path | None = None) -> dict[str, dict]:
     return {cid: e for cid, e in json.loads(path.read_text())["claims"].items() if isinstance(e, dict)}
 
 
+def ledger_policies(path: Path | None = None) -> list[str] | None:
+    """The policy registry the ledger was written with (``None`` for a ledger that did not record it)."""
+    path = path or LEDGER
+    return json.loads(path.read_text()).get("policies") if path.exists() else None
+
+
+def registered_policies() -> list[str]:
+    """Names of the registered policies, sorted: what a claim that runs "every policy" runs."""
+    import policies
+
+    return sorted(info.name for info in policies.all_policies())
+
+
+def _strings(value: Any):
+    """Every key and string inside a JSON value."""
+    if isinstance(value, dict):
+        for k, v in value.items():
+            yield str(k)
+            yield from _strings(v)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
+def names_policy(values: Any, name: str) -> bool:
+    """True when a key or string of ``values`` is the policy ``name`` or starts with it (``"GD-A (rm)"``)."""
+    return any(s == name or s.startswith(name + " ") for s in _strings(values))
+
+
 def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path | None = None) -> Path:
     """Record this run as the expected one (``--write-ledger``): the quick profile locks verdicts and values, the
     full profile its verdicts (beside the quick entries already there)."""
@@ -172,7 +203,9 @@ def write_ledger(results: dict[str, ClaimResult], profile: Profile, path: Path |
         del ledger[cid]
     write_text(path, dumps({"about": "expected verdict of every claim (quick: verdict, values, expected; full: "
                                        "full_verdict); python -m paper_check exits 1 and names any difference "
-                                       "(rules: VERDICTS.md; regenerate with --write-ledger after review)",
+                                       "(rules: VERDICTS.md; regenerate with --write-ledger after review); "
+                                       "policies: the registry these values were computed with",
+                              "policies": registered_policies(),
                               "claims": dict(sorted(ledger.items()))}) + "\n")
     return path
 
@@ -197,10 +230,15 @@ def value_differences(fresh: Any, locked: Any, where: str = "") -> list[str]:
 
 
 def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: bool = True,
-                   ledger: dict | None = None) -> list[str]:
+                   ledger: dict | None = None, known_policies: list[str] | None = None) -> list[str]:
     """Every difference between this run and the ledger, one line each.  ``complete``: the run was meant to cover
-    every claim, so a ledger entry that did not run is a difference too."""
-    ledger = load_ledger() if ledger is None else ledger
+    every claim, so a ledger entry that did not run is a difference too.
+
+    Why a claim moved, where the registry says: a policy registered since the ledger was written (``known_policies``,
+    by default the ledger's own list) that the claim's values name is given at the end of the claim's line."""
+    if ledger is None:
+        ledger, known_policies = load_ledger(), ledger_policies()
+    added = sorted(set(registered_policies()) - set(known_policies)) if known_policies is not None else []
     key = "full_verdict" if profile.name == "full" else "verdict"
     out = []
     for cid, res in results.items():
@@ -208,12 +246,14 @@ def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: 
         if entry is None or key not in entry:
             out.append(f"{cid}: verdict {res.verdict!r} has no ledger entry ({key})")
             continue
+        named = [p for p in added if names_policy(res.values, p)]
+        why = f" (values name {', '.join(named)}, registered since the ledger was written)" if named else ""
         if entry[key] != res.verdict:
-            out.append(f"{cid}: verdict changed from {entry[key]!r} to {res.verdict!r}")
+            out.append(f"{cid}: verdict changed from {entry[key]!r} to {res.verdict!r}{why}")
         if profile.name != "full":
             diffs = value_differences(to_jsonable(res.values), entry.get("values"))
             if diffs:
-                out.append(f"{cid}: {len(diffs)} values changed, first: {diffs[0]}")
+                out.append(f"{cid}: {len(diffs)} values changed, first: {diffs[0]}{why}")
     if complete:
         out += [f"{cid}: in the ledger but did not run" for cid in ledger if cid not in results]
     return out

@@ -58,7 +58,7 @@ hits within 0.01 points of LRU, and the score shows only where few blocks are re
 it idles, so where attention is concentrated and recency saturates (``beta * age`` of order 1) the score reorders
 old blocks (its ``anchored`` workload).  As ``alpha -> 0`` every score tends to 0 and the policy becomes LRU, not LFU
 (tests/test_block_study.py).  The block study runs this rule through an array kernel that is checked, eviction by
-eviction, against this class (theorems/results/blocks.py, tests/test_block_study.py).
+eviction, against this class (kvcore/block_kernel.py, tests/test_block_study.py).
 """
 
 from __future__ import annotations

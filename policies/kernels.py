@@ -1,19 +1,43 @@
-"""Which registered policies the array kernels of :mod:`kvcore.kernels` stand for.
+"""Which registered policies the array kernels of :mod:`kvcore.kernels` and :mod:`kvcore.block_kernel` stand for.
 
-kvcore may import nothing from this package, so the policy side declares the pairing: LRU, FIFO and LFU (exact
-classes, see :func:`kvcore.kernels.kernel_for`) are the kernels ``lru``, ``fifo``, ``lfu`` in RM on unit-cost
-single-request traces.  LRU's ``threshold`` only decides which NM attention counts as a use; an RM run on a paging
-trace observes no attention, so every threshold is the same rule there.  Imported by ``policies/__init__.py``.
+kvcore may import nothing from this package, so the policy side declares the pairing.  Not a policy module: it
+registers no policy and is imported by ``policies/__init__.py`` after every policy module.
+
+* :mod:`kvcore.kernels`: LRU, FIFO and LFU (exact classes, see :func:`kvcore.kernels.kernel_for`) are the kernels
+  ``lru``, ``fifo``, ``lfu`` in RM on unit-cost single-request traces.  LRU's ``threshold`` only decides which NM
+  attention counts as a use; an RM run on a paging trace observes no attention, so every threshold is the same rule
+  there.
+* :mod:`kvcore.block_kernel`: :func:`block_rule` gives the kernel's rule for exactly LRU, LFU and EMA-Block, plain or
+  wrapped once in Persistent; the block study runs every other policy through the engine.
 """
 
 from __future__ import annotations
 
+from kvcore.block_kernel import BlockRule
 from kvcore.kernels import register_policy
 
+from .ema_block import EMABlock
 from .fifo import FIFO
 from .lfu import LFU
 from .lru import LRU
+from .persistent_state import Persistent
 
 register_policy(LRU, "lru")
 register_policy(FIFO, "fifo")
 register_policy(LFU, "lfu")
+
+
+def block_rule(policy) -> BlockRule | None:
+    """The :class:`kvcore.block_kernel.BlockRule` that reproduces ``policy`` when its type is exactly LRU, LFU or
+    EMA-Block (whose ``unattended`` reading, ``alpha`` and ``beta`` it carries), or exactly Persistent around one of
+    those; None for anything else, subclasses and nested wrappers included (they may change any hook)."""
+    persistent = type(policy) is Persistent
+    inner = policy.inner if persistent else policy
+    kind = type(inner)
+    if kind is LRU:
+        return BlockRule("lru", persistent)
+    if kind is LFU:
+        return BlockRule("lfu", persistent)
+    if kind is EMABlock:
+        return BlockRule(inner.unattended, persistent, inner.alpha, inner.beta)
+    return None

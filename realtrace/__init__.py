@@ -7,8 +7,10 @@
 * :mod:`realtrace.experiments` runs the paper's Section 11 experiment and the figure page's alpha x beta sweep;
 * :mod:`realtrace.press` (needs the ``[real,kvpress]`` extras to run a press) bridges NVIDIA kvpress presses to the
   exact NM optimum: what a press drops on a captured trace set, against the best schedule with the same cache
-  (:mod:`realtrace.press_schedule`, :mod:`realtrace.press_eval` are pure; :mod:`realtrace.press_board` is the
-  leaderboard and the report section).
+  (the package :mod:`realtrace.press`: ``schedule`` and ``eval`` are pure, ``recorder`` and ``run`` drive the model,
+  ``board`` is the leaderboard and the report section, ``cli`` the command line);
+* :mod:`realtrace.quality` (needs the ``[real]`` extra to run) replays any eviction schedule inside the model and
+  measures output quality (KL, change in NLL, top-1, task accuracy) beside the attention-mass regret.
 
 Only numpy and the toolkit are imported here; torch is imported by the capture alone.
 """

@@ -1,7 +1,12 @@
-"""``python -m realtrace capture ...`` (see :mod:`realtrace.capture`) and ``python -m realtrace report DIR``."""
+"""``python -m realtrace COMMAND ...`` (:mod:`realtrace.cli`); Ctrl-C at any moment exits 130 in one line."""
 
-import sys
+from kvcore.command import entry
 
-from .cli import main
 
-sys.exit(main(sys.argv[1:]))
+def _load():
+    from .cli import main
+
+    return main
+
+
+entry("python -m realtrace", _load)

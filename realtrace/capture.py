@@ -31,20 +31,16 @@ Output: a trace-set directory (:mod:`realtrace.traceset`).  Torch runs on ``--th
 
 from __future__ import annotations
 
-import argparse
 import hashlib
 import os
 import platform
-import shlex
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from kvcore.command import OneLineParser
-from kvcore.errors import KVToolkitError, ParameterError
-from kvcore.numbers import whole_number
+from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
 from .model import (CONTEXT, MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, N_LAYERS, REAL_EXTRA_HINT, MissingExtra,
@@ -53,7 +49,7 @@ from .prompts import builtin_continuation, builtin_prompt, derived_segments, par
 from .traceset import TraceSetWriter
 
 __all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "N_LAYERS", "REAL_EXTRA_HINT", "MissingExtra",
-           "add_arguments", "blocked_attention", "capture", "main", "model_path", "parse_layers", "run", "sparsify_rows"]
+           "blocked_attention", "capture", "model_path", "parse_layers", "sparsify_rows"]
 
 ATTENTION_NAME = "kvtrace_blocked"
 DEFAULT_BLOCK_ROWS = 256
@@ -328,63 +324,3 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
         _SINK.clear()
     say(f"wrote {len(writer.entries)} traces of {T} rows ({n_prompt} prompt + {len(cont)} {mode}) to {d}")
     return d
-
-
-def add_arguments(ap: argparse.ArgumentParser) -> argparse.ArgumentParser:
-    """The capture's options on ``ap`` (a parser or a subparser; parsing needs no optional dependency)."""
-    ap.description = ("Capture real attention traces (SmolLM2-135M, CPU) into a trace-set directory; needs the "
-                      "[real] extra.")
-    ap.add_argument("--tokens", type=whole_number(0), default=None,
-                    help="continuation length: greedy-decoded tokens, or the cut of --continuation")
-    ap.add_argument("--prompt", default="builtin:recall",
-                    help="UTF-8 text file, or builtin:recall (default) / builtin:benign / builtin:needles[:N] "
-                         "(multi-needle document of at most N tokens, default 8192)")
-    ap.add_argument("--continuation", default=None,
-                    help="teacher-force this text (a file, or builtin:recall-answer / builtin:needles-answer) "
-                         "instead of greedy decoding")
-    ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based; 30 layers)")
-    ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
-                    help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
-    ap.add_argument("--top", type=whole_number(1), default=32,
-                    help="entries kept per row (the rest goes to the residual)")
-    ap.add_argument("--threads", type=whole_number(1), default=2, help="torch threads")
-    ap.add_argument("--block-rows", type=whole_number(1), default=DEFAULT_BLOCK_ROWS,
-                    help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")
-    ap.add_argument("--no-install", action="store_true",
-                    help=f"do not run '{MODEL_INSTALL}' when the model package is missing")
-    ap.add_argument("--out", required=True, help="output directory (new or empty)")
-    return ap
-
-
-def invoked_command(prog: str) -> str:
-    """The command line as typed (``python -m <package> ...``) for the manifest."""
-    argv0 = Path(sys.argv[0])
-    head = f"python -m {argv0.parent.name}" if argv0.name == "__main__.py" else prog
-    return " ".join([head] + [shlex.quote(a) for a in sys.argv[1:]])
-
-
-def run(args: argparse.Namespace, prog: str = "capture") -> int:
-    """Run a parsed capture command; exit status 0, 2 with one line on stderr for bad input or a missing extra,
-    130 on Ctrl-C (no partial trace set is left)."""
-    command = getattr(args, "command_line", None) or invoked_command(prog)
-    try:
-        capture(args.out, args.tokens, args.prompt, args.continuation, args.layers, args.heads, args.top,
-                args.threads, not args.no_install, command=command, block_rows=args.block_rows)
-    except KVToolkitError as exc:
-        sys.stderr.write(f"{prog}: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"\n{prog}: interrupted; no trace set was written\n")
-        return 130
-    return 0
-
-
-def main(argv: list[str] | None = None, prog: str = "realtrace capture") -> int:
-    """Command-line entry (:func:`add_arguments` + :func:`run`)."""
-    argv = sys.argv[1:] if argv is None else list(argv)
-    try:
-        args = add_arguments(OneLineParser(prog=prog)).parse_args(argv)
-    except SystemExit as exc:   # --help (0) or a usage error (2, already printed in one line)
-        return int(exc.code or 0)
-    args.command_line = " ".join(["python -m", prog] + [shlex.quote(a) for a in argv])
-    return run(args, prog)

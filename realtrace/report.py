@@ -1,25 +1,16 @@
 """The real-trace report: every measurement of :mod:`realtrace.analysis` and both experiments of
 :mod:`realtrace.experiments` on one trace set, as a dict (for JSON and for ``paper_check``) and as plain text.
 
-``python -m realtrace report [DIR] [--budget K ...] [--json FILE]``; without ``DIR`` it uses
-:func:`realtrace.load_default_traces` (the committed trace set unless told otherwise) and prints which source it used.
+Its command line is :mod:`realtrace.report_cli` (``python -m realtrace report [DIR] [--budget K ...] [--json FILE]``).
 """
 
 from __future__ import annotations
 
-import json
-import sys
-
 import numpy as np
-
-from kvcore.atomic import write_text
-from kvcore.command import OneLineParser
-from kvcore.errors import KVToolkitError
-from kvcore.numbers import whole_number
 
 from . import analysis as an
 from .experiments import alpha_beta_sweep, section11, section11_windows
-from .traceset import TraceSet, load_traceset
+from .traceset import TraceSet
 
 ALPHAS = (0.5, 0.3, 0.15, 0.05, 0.01, 0.003, 0.001)  # the figure page's alpha values
 BETAS = (1e-4, 1e-3, 1e-2, 1e-1)
@@ -120,30 +111,3 @@ def format_report(rep: dict) -> str:
     for a, row in zip(ab["alphas"], ab["hit_rate"]):
         lines.append(f"{a:<10g} " + " ".join(f"{h:8.4f}" for h in row))
     return "\n".join(lines)
-
-
-def main(argv: list[str] | None = None, prog: str = "realtrace report") -> int:
-    ap = OneLineParser(prog=prog, description="Measurements and experiments on a real trace set.")
-    ap.add_argument("traceset", nargs="?", default=None, help="trace-set directory (default: committed one)")
-    ap.add_argument("--budget", type=whole_number(2), action="append",
-                    help="NM budget k (repeatable; default 32 64 128)")
-    ap.add_argument("--json", default=None, help="also write the full report as JSON to this file")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        if args.traceset is None:
-            from . import load_default_traces
-
-            ts, note = load_default_traces()
-        else:
-            ts, note = load_traceset(args.traceset), f"trace set {args.traceset} (given on the command line)"
-        rep = real_trace_report(ts, note, tuple(args.budget or (32, 64, 128)))
-    except KVToolkitError as exc:
-        sys.stderr.write(f"{prog}: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{prog}: interrupted\n")
-        return 130
-    sys.stdout.write(format_report(rep) + "\n")
-    if args.json:
-        write_text(args.json, json.dumps(rep, indent=1, default=float))
-    return 0

@@ -29,9 +29,9 @@ its first seed's run.
 Regrets are of the stored attention mass (a captured row's residual is unattributed; the true regret lies within
 ``sum(residual)`` above) and are quoted per step (divided by ``T``) so layers and sets compare.
 
-Outputs in ``OUT``: ``study.json`` (everything), ``study.md`` (tables) and the figures of
-:mod:`realtrace.study_figures` (PNG + SVG), each written atomically; none holds a timing, so two runs write the
-same bytes.  Timings go to stderr (and to ``--timings FILE``).
+Outputs in ``OUT`` (:func:`realtrace.study_figures.write_study`): ``study.json`` (everything), ``study.md``
+(tables) and the figures (PNG + SVG), each written atomically; none holds a timing, so two runs write the same
+bytes.  Timings go to stderr (and to ``--timings FILE``).  The command line is :mod:`realtrace.study_cli`.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from functools import lru_cache, partial
@@ -47,11 +46,10 @@ from pathlib import Path
 
 import numpy as np
 
-from kvcore.atomic import write_text
-from kvcore.command import OneLineParser
-from kvcore.errors import KVToolkitError, ParameterError
-from kvcore.numbers import comma_list, decimal, integer, real, whole_number
-from kvcore.traces import AttentionTrace, load_trace
+from kvcore.errors import ParameterError
+from kvcore.numbers import integer, real
+from kvcore.traces import AttentionTrace
+from kvcore.trace_files import load_trace
 
 from . import analysis as an
 from .traceset import MANIFEST, load_traceset
@@ -413,72 +411,3 @@ def _depth(study: dict, needle: str) -> str:
     label, name = needle.split(":", 1)
     s = study["sets"][label]
     return f"{100 * s['needles'][name][0] / s['T']:.0f}%"
-
-
-# --------------------------------------------------------------------------------------------------------------------
-# Writing and the command line
-# --------------------------------------------------------------------------------------------------------------------
-
-
-def write_study(study: dict, out: Path, figures: bool = True) -> list[Path]:
-    """``study.json``, ``study.md`` and (optionally) the figures into ``out``; returns the paths written."""
-    out.mkdir(parents=True, exist_ok=True)
-    written = [out / "study.json", out / "study.md"]
-    write_text(written[0], json.dumps(study, indent=1, sort_keys=False, allow_nan=True) + "\n")
-    write_text(written[1], format_markdown(study))
-    if figures:
-        from .study_figures import build_figures
-
-        written += build_figures(study, out)
-    return written
-
-
-def main(argv: list[str] | None = None, prog: str = "realtrace study") -> int:
-    ap = OneLineParser(prog=prog, description="Every layer and KV head of trace sets against the exact NM "
-                                 "optimum and every registered NM policy, at several budgets, as parallel tasks.")
-    ap.add_argument("--traces", action="append", required=True, metavar="DIR",
-                    help="trace-set directory (repeatable)")
-    ap.add_argument("--budgets", type=comma_list(whole_number(None)), default="256,512,1024",
-                    help="NM budgets k, comma-separated (default 256,512,1024)")
-    ap.add_argument("--seeds", type=whole_number(None), default=5, help="runs of each randomized policy (default 5)")
-    ap.add_argument("--windows", type=comma_list(whole_number(None)), default="32,256,2048",
-                    help="persistence windows W (default 32,256,2048)")
-    ap.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=0.05,
-                    help="heavy threshold for persistence (default 0.05)")
-    ap.add_argument("--rho", type=decimal(0.0, 1.0, open_low=True), default=0.5,
-                    help="persistence factor rho (default 0.5)")
-    where = ap.add_mutually_exclusive_group()
-    where.add_argument("--workers", type=whole_number(None), default=None,
-                       help="local Dask worker processes (default: one per core; 0 or 1 runs serially)")
-    where.add_argument("--scheduler", default=None, metavar="ADDRESS",
-                       help="run on an existing Dask cluster, e.g. tcp://host:8786 (workers must see the trace paths)")
-    ap.add_argument("--out", required=True, metavar="DIR", help="directory for study.json, study.md and figures")
-    ap.add_argument("--no-figures", action="store_true", help="skip the figures")
-    ap.add_argument("--json", action="store_true", help="print the study as JSON instead of the Markdown tables")
-    ap.add_argument("--timings", default=None, metavar="FILE", help="also write the timings as JSON to FILE")
-    ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
-    args = ap.parse_args(sys.argv[1:] if argv is None else argv)
-    try:
-        params = StudyParams(args.budgets, args.seeds, args.tau, args.rho, args.windows)
-        out = Path(args.out)
-        if out.exists() and not out.is_dir():
-            raise ParameterError(f"--out {out}: exists and is not a directory")
-        study, timings = run_study(args.traces, params, workers=args.workers, scheduler=args.scheduler,
-                                   progress=not args.quiet)
-        write_study(study, out, figures=not args.no_figures)
-        if args.timings:
-            write_text(Path(args.timings), json.dumps(timings, indent=1) + "\n")
-    except KVToolkitError as exc:
-        sys.stderr.write(f"{prog}: {exc}\n")
-        return 2
-    except KeyboardInterrupt:
-        sys.stderr.write(f"{prog}: interrupted\n")
-        return 130
-    for part, t in timings.items():
-        if part == "wall":
-            sys.stderr.write(f"{prog}: wall {t['seconds']:.1f} s\n")
-        else:
-            sys.stderr.write(f"{prog}: {part}: {t['tasks']} tasks, mean {t['mean']:.2f} s, max {t['max']:.2f} s, "
-                             f"total {t['total']:.1f} s\n")
-    sys.stdout.write(json.dumps(study, indent=1) + "\n" if args.json else format_markdown(study))
-    return 0

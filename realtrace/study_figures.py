@@ -1,4 +1,5 @@
-"""Figures of the real-trace study (:mod:`realtrace.study`), PNG + SVG with deterministic bytes, written atomically.
+"""The files of the real-trace study (:mod:`realtrace.study`): ``study.json``, ``study.md`` and its figures, PNG + SVG
+with deterministic bytes, each written atomically (:func:`write_study`).  The figures:
 
 * ``study_opt_regret``   the exact NM optimum's regret per step against layer, one line per budget (mean over KV
   heads; each head's value as a faint marker);
@@ -10,31 +11,29 @@
 * ``study_needles``      (only when the trace sets mark needles) per budget, the share of each needle's tokens still
   resident when the question starts, against the needle's depth in the context, per policy and for OPT (black).
 
-Determinism follows the toolkit's figure rules (``figures._style``, which :mod:`realtrace` may not import): plain
-``Figure`` objects, one fixed rcParams set, a fixed SVG hash salt, no date or software stamps.
+Determinism follows the toolkit's figure rules and style (:data:`figures._style.DENSE_RC`): plain ``Figure``
+objects, one fixed rcParams set, a fixed SVG hash salt, no date or software stamps.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import matplotlib
 import numpy as np
 from matplotlib.figure import Figure
 
-from kvcore.atomic import save_figure
+from figures._style import DENSE_RC
+from kvcore.atomic import save_figure, write_text
 
-RC = {"figure.dpi": 100, "savefig.dpi": 150, "font.family": "DejaVu Sans", "font.size": 9, "axes.titlesize": 10,
-      "legend.fontsize": 7, "axes.grid": True, "grid.alpha": 0.3, "lines.linewidth": 1.5,
-      "svg.hashsalt": "kv-eviction-theory", "svg.fonttype": "none", "path.simplify": False}
+from .study import by_layer, format_markdown, needle_means
 
 
 def _layer_means(study: dict, value) -> tuple[list[str], np.ndarray, list[list[float]]]:
     """x labels (``layer`` or ``set:layer`` with several sets), the mean of ``value(entry)`` per layer, and the
     per-head values."""
-    groups: dict[tuple[str, int], list[float]] = {}
-    for e in study["traces"]:
-        groups.setdefault((e["set"], e["layer"]), []).append(value(e))
+    groups = by_layer(study, value)
     several = len(study["sets"]) > 1
     labels = [f"{s}:{layer}" if several else str(layer) for s, layer in groups]
     return labels, np.array([np.mean(v, axis=0) for v in groups.values()]), list(groups.values())
@@ -115,8 +114,6 @@ def fig_theorem4(study: dict) -> Figure:
 
 
 def fig_needles(study: dict) -> Figure | None:
-    from .study import needle_means
-
     budgets = [str(k) for k in study["params"]["budgets"]]
     if not any(s["needles"] for s in study["sets"].values()):
         return None
@@ -146,10 +143,21 @@ def fig_needles(study: dict) -> Figure | None:
 def build_figures(study: dict, out: Path) -> list[Path]:
     """Every figure of the module docstring into ``out``; returns the paths written."""
     written = []
-    with matplotlib.rc_context(RC):
+    with matplotlib.rc_context(DENSE_RC):
         for stem, builder in (("study_opt_regret", fig_opt_regret), ("study_tracking_gap", fig_tracking_gap),
                               ("study_theorem4", fig_theorem4), ("study_needles", fig_needles)):
             fig = builder(study)
             if fig is not None:
                 written += save_figure(fig, out, stem)
+    return written
+
+
+def write_study(study: dict, out: Path, figures: bool = True) -> list[Path]:
+    """``study.json``, ``study.md`` and (optionally) the figures into ``out``; returns the paths written."""
+    out.mkdir(parents=True, exist_ok=True)
+    written = [out / "study.json", out / "study.md"]
+    write_text(written[0], json.dumps(study, indent=1, sort_keys=False, allow_nan=True) + "\n")
+    write_text(written[1], format_markdown(study))
+    if figures:
+        written += build_figures(study, out)
     return written

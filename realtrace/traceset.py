@@ -9,7 +9,7 @@ A directory holding
   ``"kv<g>"`` (the mean of the query heads that share KV head ``g``, i.e. a GQA group) or ``"mean"`` (the mean of
   all query heads).  ``segments`` are half-open token ranges naming the prompt parts and the continuation.
 * one ``<name>.npz`` per trace, in the toolkit's sparse attention format: each file is read by
-  :func:`kvcore.traces.load_trace` on its own (``kind = "attention"``; ``indptr``/``indices``/``weights`` hold the
+  :func:`kvcore.trace_files.load_trace` on its own (``kind = "attention"``; ``indptr``/``indices``/``weights`` hold the
   top entries of each row, ``residual`` the exact remaining mass, so every row sums to 1).
 
 Trace names are ``L<layer, 2 digits>_<head>``, e.g. ``L07_kv1``.  Every problem is one line naming the file.
@@ -24,7 +24,8 @@ from pathlib import Path
 
 from kvcore.atomic import write_text
 from kvcore.errors import TraceError
-from kvcore.traces import AttentionTrace, load_trace, save_trace
+from kvcore.traces import AttentionTrace
+from kvcore.trace_files import load_trace, save_trace
 
 FORMAT = "kvtrace-set/1"
 MANIFEST = "manifest.json"

@@ -1,9 +1,10 @@
-"""The block workloads (adversary/block_workload.py), the block-study kernel and the study's statistics
-(theorems/results/blocks.py), at small size.
+"""The block workloads (adversary/block_workload.py), the block-study kernel (kvcore/block_kernel.py, paired with
+the policies by policies/kernels.py) and the study's statistics (theorems/results/blocks.py), at small size.
 
 * Both generators: well-formed, seeded, bad parameters refused; properties of the anchored model counted directly.
 * The array kernel evicts exactly what the checked engine evicts (same steps, same blocks), for every rule it takes
-  over, on random traces (hypothesis) and on generated workloads.
+  over, on random traces (hypothesis; compiled and plain-Python forms) and on generated workloads; the pairing takes
+  exactly the registered classes.
 * The shape statistics on hand-made curves and on the page's own numbers; the study's JSON at toy size.
 """
 
@@ -17,10 +18,12 @@ from hypothesis import strategies as st
 
 from adversary.block_workload import (AnchoredWorkloadParams, BlockWorkload, BlockWorkloadParams, block_capacity,
                                       decode_block, encode_block, generate_anchored_workload, generate_block_workload)
+from kvcore.block_kernel import BlockRule
 from kvcore.engine import RMSimulator
 from kvcore.errors import ParameterError
 from policies import make
-from tests.command_line import is_one_line_error, run_module
+from policies.kernels import block_rule
+from policies.lfu import LFU
 from theorems.results.blocks import (ALPHAS, FLAT_PTS, MARGIN_PTS, DenseReads, StudyProfile, StudyWorkload,
                                      persistence_effect, run_block_study, run_blocks, simulate_blocks, sweep_shape)
 
@@ -146,12 +149,14 @@ steps = st.lists(st.lists(st.tuples(st.integers(0, 14), weights), min_size=1, ma
                           unique_by=lambda x: x[0]), min_size=1, max_size=70)
 
 
+@pytest.mark.parametrize("compiled", [True, False], ids=["numba", "plain"])
 @pytest.mark.parametrize("rule, persistent", [("LRU", False), ("LFU", False), ("LFU", True), ("decay", False),
                                               ("decay", True), ("hold", False), ("hold", True)])
 @given(raw=steps, alpha=st.sampled_from([1.0, 0.5, 0.2, 0.01]), beta=st.sampled_from([0.001, 0.05, 0.5, 3.0]),
        extra=st.integers(0, 3))
-def test_kernel_evicts_what_the_engine_evicts_on_random_traces(rule, persistent, raw, alpha, beta, extra):
-    """Random reads (ties in attention and in age included; a large beta makes the score decide), every rule."""
+def test_kernel_evicts_what_the_engine_evicts_on_random_traces(compiled, rule, persistent, raw, alpha, beta, extra):
+    """Random reads (ties in attention and in age included; a large beta makes the score decide), every rule, both
+    forms of the kernel (the numba one and the same source run as plain Python)."""
     items = np.array([i for step in raw for i, _ in step], dtype=np.int64)
     scores = np.array([w for step in raw for _, w in step])
     offsets = np.cumsum([0] + [len(step) for step in raw]).astype(np.int64)
@@ -161,9 +166,26 @@ def test_kernel_evicts_what_the_engine_evicts_on_random_traces(rule, persistent,
     if persistent:
         name, params = "Persistent", {"policy": name, "params": params or None}
     capacity = 3 + extra
-    fast = simulate_blocks(make(name, **params), DenseReads.of(w), capacity, record=True)
+    fast = simulate_blocks(make(name, **params), DenseReads.of(w), capacity, record=True, compiled=compiled)
     misses, evictions = engine_run(name, params, w, capacity)
     assert fast["misses"] == misses and fast["evictions"] == evictions
+
+
+class _CountingLFU(LFU):
+    """A subclass may change any hook, so the pairing must not hand it to the kernel."""
+
+
+def test_the_pairing_takes_exactly_the_kernels_rules():
+    assert block_rule(make("LRU")) == BlockRule("lru")
+    assert block_rule(make("Persistent", policy="LFU")) == BlockRule("lfu", persistent=True)
+    hold = make("EMA-Block", alpha=0.2, beta=0.01, unattended="hold")
+    assert block_rule(hold) == BlockRule("hold", False, 0.2, 0.01)
+    assert block_rule(make("Persistent", policy="EMA-Block", params={"alpha": 0.3})) == BlockRule("decay", True, 0.3,
+                                                                                                  0.001)
+    for other in (make("FIFO"), make("LRFU"), make("Persistent", policy="ACC"), _CountingLFU()):
+        assert block_rule(other) is None
+    with pytest.raises(ValueError, match="block rule 'fifo'"):
+        BlockRule("fifo")
 
 
 def test_simulate_blocks_falls_back_to_the_engine_and_refuses_a_too_small_cache(small):
@@ -260,13 +282,3 @@ def test_study_tables_are_json_reproducible_and_bounded_by_belady():
 def test_unknown_profile():
     with pytest.raises(ParameterError):
         run_block_study("huge")
-
-
-@pytest.mark.parametrize("args, code, stream, text", [(["--help"], 0, "stdout", "quick|full"),
-                                                      (["huge"], 2, "stderr", "profile = 'huge'"),
-                                                      (["quick", "full"], 2, "stderr", "at most one profile")])
-def test_command_line(args, code, stream, text):
-    got, out, err = run_module("theorems.results.blocks", *args)
-    assert got == code and text in {"stdout": out, "stderr": err}[stream]
-    if code:
-        assert is_one_line_error(got, err), err

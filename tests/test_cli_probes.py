@@ -15,11 +15,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvcore.traces import AttentionTrace, PagingTrace, save_trace
-from paper_check.cli import build_parser
+from kvcore.traces import AttentionTrace, PagingTrace
+from kvcore.trace_files import save_trace
+from paper_check.cli import COMMAND
 from tests.command_line import ROOT, is_one_line_error, run_module
 
-SUBCOMMANDS = sorted(build_parser()._subparsers._group_actions[0].choices)   # noqa: SLF001 (argparse's own table)
+SUBCOMMANDS = sorted(COMMAND.parser()._subparsers._group_actions[0].choices)   # noqa: SLF001 (argparse's own table)
 
 
 def run_cli(*args, cwd=ROOT):

@@ -9,9 +9,9 @@ and the information rule:
   evictions, so nothing it did can have depended on a step it had not seen.
 
 A policy that reads the future (here: by walking up the call stack to the engine's trace) is caught by
-``theorems.check.assert_prefix_consistent`` and reported as a contract violation, and so is it by ``fuzz`` when it
+``verify.check.assert_prefix_consistent`` and reported as a contract violation, and so is it by ``fuzz`` when it
 runs inside the engine's process (a registered policy); as ``module:Class`` the fuzzer runs it in its own process
-(:mod:`policies.isolated`), where there is no trace to read.
+(:mod:`verify.isolated`), where there is no trace to read.
 """
 
 import inspect
@@ -29,8 +29,8 @@ from kvcore.errors import ContractViolation
 from kvcore.measure import measure
 from kvcore.traces import PagingTrace
 from policies.lru import LRU
-from theorems.check import assert_prefix_consistent
-from theorems.fuzz import fuzz_policy
+from verify.check import assert_prefix_consistent
+from verify.fuzz import fuzz_policy
 
 ITEMS = 6
 

@@ -11,8 +11,6 @@ checked by ``python -m tests.test_figure_layout [IDS...]``.
 
 from __future__ import annotations
 
-import sys
-
 import matplotlib
 import numpy as np
 from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -22,6 +20,7 @@ from matplotlib.table import Table
 from matplotlib.text import Annotation, Text
 
 from figures import FIGURES, _style, render, spec
+from kvcore.command import Command, entry
 from tests.command_line import is_one_line_error, run_module
 
 PAD = 1.0  # pixels a box is shrunk by before it counts as touching something
@@ -220,35 +219,29 @@ def test_the_command_checks_named_figures_and_refuses_unknown_ones():
     assert is_one_line_error(code, err, "unknown figure '99'"), err
 
 
-USAGE = "usage: python -m tests.test_figure_layout [IDS...]  (no ids: every figure; exit 1 if one has a problem)"
-
-
-def main(argv: list[str]) -> int:
-    """``python -m tests.test_figure_layout [IDS...]``: check figures with their quick-profile overlays."""
-    from kvcore.errors import KVToolkitError
+def _check_layouts(args) -> int:
+    """Check the figures ``args.ids`` (all when empty) with their quick-profile overlays; 1 if one has a problem."""
     from theorems.profile import PROFILES
     from theorems.results.overlays import figure_data
 
-    if argv in (["-h"], ["--help"]):
-        print(USAGE)
-        return 0
     bad = 0
-    try:
-        ids = [spec(f).fig_id for f in argv] or list(FIGURES)
-        for fid in ids:
-            problems = layout_problems(render(fid, figure_data(fid, PROFILES["quick"])))
-            print(f"{fid}: {'ok' if not problems else ''}")
-            for p in problems:
-                print(f"   {p}")
-            bad += bool(problems)
-    except KVToolkitError as exc:
-        print(f"figure layout: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("figure layout: interrupted", file=sys.stderr)
-        return 130
+    for fid in [spec(f).fig_id for f in args.ids] or list(FIGURES):
+        problems = layout_problems(render(fid, figure_data(fid, PROFILES["quick"])))
+        print(f"{fid}: {'ok' if not problems else ''}")
+        for p in problems:
+            print(f"   {p}")
+        bad += bool(problems)
     return 1 if bad else 0
 
 
+def _layout_arguments(p) -> None:
+    p.add_argument("ids", nargs="*", metavar="ID", help="figure ids (default: every figure)")
+
+
+LAYOUT_COMMAND = Command(prog="python -m tests.test_figure_layout", description="Check the figures' layout (overlapping texts, clipped "
+                         "labels) with their quick-profile overlays; exit 1 if one has a problem.",
+                         add_arguments=_layout_arguments, run=_check_layouts)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    entry(LAYOUT_COMMAND.prog, lambda: LAYOUT_COMMAND.main)

@@ -1,8 +1,8 @@
-"""The fuzz command line as a user types it (``python -m theorems.fuzz ...``; ``paper_check fuzz`` mounts the same
-``add_arguments``/``run``): exit statuses, one-line errors, what is written where, the budget, Ctrl-C.
+"""The fuzz command line as a user types it (``python -m verify ...``; ``paper_check fuzz`` mounts the same
+:data:`verify.cli.COMMAND`): exit statuses, one-line errors, what is written where, the budget, Ctrl-C.
 
-Argument errors are checked in-process through :func:`theorems.fuzz_cli.main` (the same parser and ``run``); the
-rest through a subprocess."""
+Argument errors are checked in-process through :func:`verify.cli.main` (the same parser and ``run``); the rest
+through a subprocess."""
 
 from __future__ import annotations
 
@@ -21,14 +21,14 @@ import pytest
 import policies
 from adversary import constructions
 from kvcore.measure import measure
-from kvcore.traces import load_trace
-from theorems.fuzz import GRACE
-from theorems.fuzz_cli import main
+from kvcore.trace_files import load_trace
 from tests.command_line import is_one_line_error, run_module
+from verify.cli import main
+from verify.supervisor import GRACE
 
 
 def fuzz_cli(*args, cwd, timeout=120):
-    return run_module("theorems.fuzz", *args, cwd=cwd, timeout=timeout)
+    return run_module("verify", *args, cwd=cwd, timeout=timeout)
 
 
 def test_help_lists_every_option(tmp_path):
@@ -74,8 +74,8 @@ def test_user_modules_that_cannot_be_policies_exit_2(tmp_path, capsys, monkeypat
         out, err = capsys.readouterr()
         assert is_one_line_error(code, err, needle) and not out, (target, err)
     code, out, err = fuzz_cli("exits_at_import:X", "-k", "2", cwd=tmp_path)   # the same through a real process
-    assert code == 2 and not out and err.strip() == "fuzz: error: policy 'exits_at_import:X': importing module " \
-                                                   "'exits_at_import' called sys.exit(0)"
+    assert code == 2 and not out and err.strip() == ("python -m verify: error: policy 'exits_at_import:X': importing "
+                                                    "module 'exits_at_import' called sys.exit(0)")
 
 
 def test_out_is_checked_before_the_search(tmp_path, capsys, monkeypatch):
@@ -186,7 +186,7 @@ def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_process(tmp_path):
                 time.sleep(0.05)
                 return super().victim(t, protected)
     """))
-    p = subprocess.Popen([sys.executable, "-m", "theorems.fuzz", f"{marker}:Slow", "-k", "3", "--seconds", "120"],
+    p = subprocess.Popen([sys.executable, "-m", "verify", f"{marker}:Slow", "-k", "3", "--seconds", "120"],
                          cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.monotonic() + 60
     while len(_processes_mentioning(marker)) < 3 and time.monotonic() < deadline:  # supervisor, worker, host
@@ -194,7 +194,7 @@ def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_process(tmp_path):
     time.sleep(1.0)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=30)
-    assert p.returncode == 130 and err.strip() == "fuzz: interrupted" and "Traceback" not in out + err, err
+    assert p.returncode == 130 and err.strip() == "python -m verify: interrupted" and "Traceback" not in out + err, err
     time.sleep(0.5)
     assert _processes_mentioning(marker) == []
     assert sorted(x.name for x in tmp_path.iterdir()) == [f"{marker}.py"]

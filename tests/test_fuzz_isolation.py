@@ -1,5 +1,5 @@
 """The fuzzer cannot be gamed (issue 14, item 5): a ``module:Class`` policy runs in its own process and receives only
-the engine's five calls (:mod:`policies.isolated`).
+the engine's five calls (:mod:`verify.isolated`).
 
 The policies live in a user module, ``fuzz_gamers.py`` in the working directory (:data:`GAMERS`).  Each gaming one
 is first shown to *work* against a plain in-process run -- so the test can fail -- and then shown to get the verdict
@@ -31,10 +31,11 @@ from adversary import cyclic_k_plus_one, decoy_and_sleeper, tail_mass, topic_shi
 from kvcore.engine import RMSimulator, run_nm
 from kvcore.errors import ContractViolation
 from kvcore.measure import measure
-from policies.isolated import PolicyFailed, PolicyHost
-from theorems import fuzz
-from theorems.check import assert_prefix_consistent
-from theorems.fuzz import GRACE, fuzz_policy
+from verify import search
+from verify.check import assert_prefix_consistent
+from verify.fuzz import fuzz_policy
+from verify.isolated import PolicyFailed, PolicyHost
+from verify.supervisor import GRACE
 
 GAMERS = '''
 """Policies that try to game the fuzzer, or fail, as a user would write them."""
@@ -272,7 +273,7 @@ def test_the_budget_bounds_a_sleeper_with_a_long_call_timeout(gamers):
 
 
 def test_a_policy_raising_only_in_the_search_gets_a_one_line_verdict_and_a_minimal_trace(gamers, monkeypatch):
-    monkeypatch.setattr(fuzz, "constructions", lambda model: [])  # so that it fails in the search only
+    monkeypatch.setattr(search, "constructions", lambda model: [])  # so that it fails in the search only
     rep = fuzz_policy("fuzz_gamers:RaisesOnNewItems", 3, examples=40, seconds=30)
     assert rep.verdict == "policy error" and "\n" not in rep.message
     assert "ValueError: item 4 is beyond" in rep.message and "in admit at step" in rep.message
@@ -280,13 +281,13 @@ def test_a_policy_raising_only_in_the_search_gets_a_one_line_verdict_and_a_minim
 
 
 def test_alg_below_opt_with_an_isolated_policy_is_an_internal_error(gamers, monkeypatch):
-    real = fuzz.measure
+    real = search.measure
 
     def inflated_optimum(*args, **kwargs):  # a broken optimum: the isolated policy cannot have caused this
         m = real(*args, **kwargs)
         return dataclasses.replace(m, opt=None, opt_cost=m.opt_cost + 100)
 
-    monkeypatch.setattr(fuzz, "measure", inflated_optimum)
+    monkeypatch.setattr(search, "measure", inflated_optimum)
     rep = fuzz_policy("fuzz_gamers:StackGamer", 3, examples=5, seconds=20)
     assert rep.verdict == "internal error" and rep.exit_code == 3
     assert "below the exact optimum" in rep.message and "isolated" in rep.message

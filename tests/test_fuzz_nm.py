@@ -12,7 +12,9 @@ from adversary import (observed_union_max, persistence_violations, tail_mass, th
 from adversary.strategies import theorem4_premise_traces, within_theorem4_premise
 from kvcore.engine import run_nm
 from kvcore.optima import optimum
-from theorems.fuzz import AGAINST_FLOOR, Premise, fuzz_policy
+from verify.config import Premise
+from verify.fuzz import fuzz_policy
+from verify.questions import AGAINST_FLOOR
 
 RHO, W, TAU = Premise().rho, Premise().W, Premise().tau
 

@@ -1,4 +1,5 @@
 """The array kernels equal the plain reference, request by request (kvcore.kernels, the engine's fast path).
+The block-study kernel (kvcore.block_kernel) is checked the same way in ``tests/test_block_study.py``.
 
 Reference = the registered policy run through the checked loop (``kvcore.engine.run_rm(..., kernel=False)``) for LRU,
 FIFO and LFU, and the heap loop of ``kvcore.optima.belady(..., record=True)`` for Belady.  Both execution paths of
@@ -129,6 +130,30 @@ def test_next_requests_by_hand():
     for compiled in (True, False):
         nxt = kernels.next_requests(ids, 3, compiled)
         assert nxt.tolist() == [2, 4, 5, 5, 5] and nxt.dtype == np.int32
+
+
+def test_list_helpers_keep_circular_lists_by_hand():
+    # nodes 0..3, sentinels 4 and 5: append 0, 1, 2 to list 4 and 3 to list 5, then move 1 to list 5.  Walking
+    # ``after`` from a sentinel must give its nodes oldest first, ``before`` the reverse, and an emptied list is the
+    # sentinel alone.  (kvcore.block_kernel relies on these helpers too.)
+    before, after = np.arange(6), np.arange(6)
+    for sentinel, x in [(4, 0), (4, 1), (4, 2), (5, 3)]:
+        kernels.list_append(before, after, sentinel, x)
+    kernels.list_unlink(before, after, 1)
+    kernels.list_append(before, after, 5, 1)
+
+    def walk(links, sentinel):
+        out, x = [], links[sentinel]
+        while x != sentinel:
+            out.append(int(x))
+            x = links[x]
+        return out
+
+    assert walk(after, 4) == [0, 2] and walk(before, 4) == [2, 0]
+    assert walk(after, 5) == [3, 1] and walk(before, 5) == [1, 3]
+    for x in (0, 2):
+        kernels.list_unlink(before, after, x)
+    assert after[4] == before[4] == 4
 
 
 def test_lfu_tie_goes_to_least_recently_used_by_hand():

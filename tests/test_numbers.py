@@ -12,7 +12,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import integer, is_integer, is_real, real
 from kvcore.tasks import TaskPool
 from realtrace.study import StudyParams
-from theorems.fuzz import FuzzConfig, Premise
+from verify.config import FuzzConfig, Premise
 
 
 @pytest.mark.parametrize("value,expected", [(3, True), (np.int64(3), True), (np.uint8(3), True), (True, False),

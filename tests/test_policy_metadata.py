@@ -17,7 +17,7 @@ from policies.base import Policy
 from policies.fifo import FIFO
 from policies.lru import LRU
 from policies.registry import REGISTRY, register
-from theorems.fuzz import fuzz_policy
+from verify.fuzz import fuzz_policy
 from theorems.results.classic import eq8_table, full_cache_policies, upper_bound_policies
 
 

@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from realtrace import press_board as pb
+from realtrace.press import board as pb
 
 
 def fake_run(press, mode, ratio, budget, rows, answer=None):
@@ -66,7 +66,7 @@ def test_markdown_names_the_charged_rows_and_the_ranking():
 
 def test_section_falls_back_with_one_line_without_the_extras(tmp_path):
     code = ("import sys; sys.modules['kvpress'] = None; sys.modules['torch'] = None; "
-            "from realtrace.press_board import press_section; "
+            "from realtrace.press.board import press_section; "
             f"md, data = press_section({str(tmp_path)!r}); print(md); assert data is None")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr

@@ -15,7 +15,7 @@ import pytest
 from kvcore.errors import ParameterError
 from realtrace import COMMITTED, load_traceset
 from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-from realtrace.press import press_spec, ratio_for_budget
+from realtrace.press.registry import press_spec, ratio_for_budget
 from tests.command_line import is_one_line_error, run_realtrace_without
 
 def run_without_extras(*args):
@@ -60,7 +60,7 @@ def needs_extras():
 @pytest.fixture(scope="module")
 def model():
     needs_extras()
-    from realtrace.press import get_model
+    from realtrace.press.run import get_model
 
     return get_model("eager")
 
@@ -71,13 +71,13 @@ def traces():
 
 
 def run_record(lm, press, ts, prefill):
-    from realtrace.press_run import run_press
+    from realtrace.press.recorder import run_press
 
     return run_press(lm, press, ts.meta["tokens"], prefill)[0]
 
 
 def kept_at(record, layer, head, i=0):
-    from realtrace.press_schedule import replay
+    from realtrace.press.schedule import replay
 
     return replay(record, layer, head).kept[i]
 
@@ -128,7 +128,7 @@ def test_streamingllm_decoding_loses_the_sinks_after_its_first_compression(model
     slots rule applied to the re-ordered cache, which drops sink positions and keeps stale ones."""
     import kvpress
 
-    from realtrace.press_schedule import replay
+    from realtrace.press.schedule import replay
 
     budget, interval = 64, 16
     press = kvpress.DecodingPress(base_press=kvpress.StreamingLLMPress(), compression_interval=interval,

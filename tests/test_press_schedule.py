@@ -13,9 +13,9 @@ from hypothesis import strategies as st
 from adversary.strategies import sparse_attention_traces
 from kvcore.optima import brute_nm, nm_opt
 from kvcore.traces import AttentionTrace
-from realtrace.press_eval import (OptCache, best_one_shot, charged_trace, evaluate, layer_group,
+from realtrace.press.eval import (OptCache, best_one_shot, charged_trace, evaluate, layer_group,
                                   schedule_regret)
-from realtrace.press_schedule import Compression, PressRecord, PressRecordError, reindex, replay
+from realtrace.press.schedule import Compression, PressRecord, PressRecordError, reindex, replay
 
 
 def test_topk_order_and_reindexing_after_each_compression():

@@ -19,8 +19,7 @@ README = ROOT / "README.md"
 SUBCOMMANDS = {
     "paper_check": {"list", "figure", "claim", "simulate", "fuzz", "capture", "press", "policies"},
     "realtrace": {"capture", "report", "press", "study"},
-    "theorems.fuzz": set(),
-    "theorems.results.blocks": set(),
+    "verify": set(),
     "figures": set(),
     "bench": set(),
     "tests.test_figure_layout": set(),

@@ -12,6 +12,7 @@ import pytest
 from kvcore.errors import ParameterError, TraceError
 from kvcore.traces import ROW_SUM_TOL, AttentionTrace
 from realtrace import capture as cap
+from realtrace.capture_cli import COMMAND as CAPTURE
 from realtrace import prompts
 from realtrace.traceset import TraceSetWriter, load_traceset
 from tests.command_line import is_one_line_error, run_realtrace_without
@@ -44,13 +45,13 @@ def test_layer_spec_parsing():
 
 
 def test_bad_arguments_exit_2_before_loading_anything(tmp_path, capsys):
-    assert cap.main(["--tokens", "-1", "--out", str(tmp_path / "o")]) == 2
+    assert CAPTURE.main(["--tokens", "-1", "--out", str(tmp_path / "o")]) == 2
     assert "--tokens: -1 is below 0" in capsys.readouterr().err
-    assert cap.main(["--tokens", "2", "--prompt", str(tmp_path / "none.txt"), "--out", str(tmp_path / "o")]) == 2
+    assert CAPTURE.main(["--tokens", "2", "--prompt", str(tmp_path / "none.txt"), "--out", str(tmp_path / "o")]) == 2
     assert "no such file" in capsys.readouterr().err
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "x").write_text("x")
-    assert cap.main(["--tokens", "2", "--out", str(tmp_path / "full")]) == 2
+    assert CAPTURE.main(["--tokens", "2", "--out", str(tmp_path / "full")]) == 2
     assert "new or empty directory" in capsys.readouterr().err
 
 

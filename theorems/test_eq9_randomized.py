@@ -13,7 +13,7 @@ from hypothesis import given, strategies as st
 
 from adversary.strategies import paging_traces
 from kvcore.formulas import harmonic
-from theorems.check import assert_competitive
+from verify.check import assert_competitive
 from theorems.results.classic import marking_table, randomized_guarantee_policies, uniform_limit_table
 
 import policies

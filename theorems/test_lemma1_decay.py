@@ -1,7 +1,7 @@
 """Lemma 1 (paper Section 5): geometric decay is claimed to bound the accumulated-attention rule's regret on the
 decoy-and-sleeper construction, the regret stopping after ``W_gamma = ln(1/eps)/ln(1/gamma)`` steps.
 
-Measured (theorems/results_attention.py, read with ``eps = 1 - gamma``: the proof's decoy bound
+Measured (theorems/results/attention.py, read with ``eps = 1 - gamma``: the proof's decoy bound
 ``gamma^(t-P)/(1-gamma)`` falls below a sleeper score of 1 after ``W_gamma`` steps):
 * NM: false for every gamma -- the crunch comes right after the decoys' last attention, the decayed decoy scores
   still exceed the sleeper's eps, the sleeper is dropped and never returns: regret >= (1-beta) * suffix.

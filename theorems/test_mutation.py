@@ -12,7 +12,7 @@ from pathlib import Path
 from kvcore.formulas import landlord_bound
 from kvcore.traces import PagingTrace
 from policies.lru import LRU
-from theorems.fuzz import fuzz_policy
+from verify.fuzz import fuzz_policy
 from theorems.results.classic import phase_argument_rows
 from theorems.tables import evaluate
 

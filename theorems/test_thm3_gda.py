@@ -24,8 +24,8 @@ from kvcore.formulas import landlord_bound
 from kvcore.optima import brute_rm, rm_opt
 from adversary import varying_cost_counterexample
 from kvcore.measure import measure, ratio, within
-from theorems.results.attention import (charged_arrivals, gda_cost_table, gda_trace_table, thm3_attention_table,
-                                        thm3_counterexamples)
+from theorems.results.gda import (charged_arrivals, gda_cost_table, gda_trace_table, thm3_attention_table,
+                                  thm3_counterexamples)
 
 
 @given(trace=item_cost_paging_traces(max_items=6, max_steps=30, max_per_step=2), k=st.integers(2, 4),

@@ -24,7 +24,7 @@ from kvcore.engine import run_nm
 from adversary import (enforce_chain_persistence, observed_union_max, persistence_violations,
                        thm4_nm_counterexample)
 from kvcore.measure import schedule_regret
-from theorems.results.attention import threshold_recipe_table, thm4_table
+from theorems.results.persistence import threshold_recipe_table, thm4_table
 
 
 def test_paper_premise_holds_but_bound_fails_in_nm():

@@ -85,7 +85,7 @@ class Context:
     def save_counterexample(self, name: str, trace) -> str:
         """Save ``trace`` as ``paper_check/counterexamples/<name>.npz`` under the output root; returns that path
         (relative to the root, so the report does not depend on where it was written)."""
-        from kvcore.traces import save_trace
+        from kvcore.trace_files import save_trace
 
         rel = f"paper_check/counterexamples/{name}.npz"
         (self.out_dir / rel).parent.mkdir(parents=True, exist_ok=True)

@@ -49,30 +49,19 @@ Top-level keys ``alpha_sweep``, ``persistence``, ``workload``, ``upper_bound``, 
 workload's tables, the ``serving`` one included.
 Hit rates are means over the profile's workload seeds, with the per-seed values.
 
-Speed.  The runs go through :func:`simulate_blocks`, an array kernel (numba, :class:`kvcore.kernels.Kernel`) of
-exactly the engine's step order and of the registered LRU, LFU, EMA-Block (both readings) and Persistent rules; any
-other policy goes through the engine (:func:`run_blocks`).  ``tests/test_block_study.py`` checks that the kernel and
-the engine evict the same blocks at the same steps.  The kernel's victim searches: LRU is the head of one recency
-list; LFU keeps one recency list per count (the head of the lowest non-empty count is the victim, ties to the least
-recently used, as :class:`policies.lfu.LFU`); EMA-Block under ``"decay"`` walks the recency list with the upper bound
-``p <= 1 - exp(-beta * age)`` exactly as :class:`policies.ema_block.EMABlock` does; under ``"hold"`` the blocks sit in
-:data:`HOLD_BUCKETS` recency lists by ``1 - score`` (bucket ``b`` holds ``[b, b + 1) / HOLD_BUCKETS``), and a
-bucket's oldest block bounds every priority in it by ``(b + 1) / HOLD_BUCKETS * (1 - exp(-beta * age))``, so the
-search visits buckets in decreasing bound and stops at the first bound below the best priority found (exact, ties
-included: it visits every block whose bound reaches the best).  A victim costs ``O(HOLD_BUCKETS)`` plus the blocks
-visited, against the policy's ``O(k)`` array scan.  The recency and decay factors come from tables computed the way
-the policy computes them (numpy's ``expm1`` for the "hold" scan, ``math.expm1`` and Python's power for "decay"), so
-the two agree bit for bit.
+Speed.  The runs go through :func:`simulate_blocks`: the array kernel :mod:`kvcore.block_kernel` (numba) when the
+policy is exactly one of its rules (LRU, LFU, EMA-Block under both readings, each plain or Persistent; the pairing is
+:func:`policies.kernels.block_rule`), the engine (:func:`run_blocks`) for any other policy.
+``tests/test_block_study.py`` checks that the kernel and the engine evict the same blocks at the same steps.
 
-Run: ``python -m theorems.results.blocks [quick|full]`` prints the JSON.
+The tables are printed as the values of the claims that read them: ``python -m paper_check claim
+blk-alpha-interior-optimum --json`` (the alpha sweep) and ``... claim blk-persistent-state --json`` (the ablation),
+``--full`` for the full profile.
 """
 
 from __future__ import annotations
 
-import functools
 import json
-import math
-import sys
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -82,16 +71,13 @@ import policies
 from adversary.block_workload import (BLOCK_MODEL, AnchoredWorkloadParams, BlockWorkload, BlockWorkloadParams,
                                       block_bytes, block_capacity, generate_anchored_workload,
                                       generate_block_workload)
+from kvcore.block_kernel import simulate as block_kernel_run
 from kvcore.engine import RMSimulator
-from kvcore.errors import KVToolkitError, ParameterError
+from kvcore.errors import ParameterError
 from kvcore.formulas import GiB, MiB
-from kvcore.kernels import Kernel, _append, _unlink
 from kvcore.traces import PagingTrace
-from policies.ema_block import EMABlock
 from policies.fast import simulate_fast
-from policies.lfu import LFU
-from policies.lru import LRU
-from policies.persistent_state import Persistent
+from policies.kernels import block_rule
 
 BUDGET_GIB = 32.0
 BETA = 0.001
@@ -106,9 +92,6 @@ ABLATION = (("LFU", {}), ("EMA-Block", {"alpha": 0.01}), ("EMA-Block", {"alpha":
 FLAT_PTS = 0.1
 # "helps LFU and small alpha far more than alpha = 0.15": by more than this many points.
 MARGIN_PTS = 1.0
-HOLD_BUCKETS = 128  # a power of two, so the bucket of 1 - score is computed exactly
-
-RULE_LRU, RULE_LFU, RULE_DECAY, RULE_HOLD = 0, 1, 2, 3
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -217,39 +200,6 @@ def _counts(requests: int, misses: int, footprint: int) -> dict:
             "hit_rate": hits / requests}
 
 
-def _kernel_rule(policy) -> tuple[int, bool, float, float] | None:
-    """``(rule, persistent, alpha, beta)`` when ``policy`` is exactly a rule the kernel implements, else None."""
-    persistent = type(policy) is Persistent
-    inner = policy.inner if persistent else policy
-    kind = type(inner)
-    if kind is LRU:
-        return RULE_LRU, persistent, 0.0, 0.0
-    if kind is LFU:
-        return RULE_LFU, persistent, 0.0, 0.0
-    if kind is EMABlock:
-        return (RULE_HOLD if inner.unattended == "hold" else RULE_DECAY), persistent, inner.alpha, inner.beta
-    return None
-
-
-@functools.lru_cache(maxsize=16)
-def _recency_table(T: int, beta: float, vectorized: bool) -> np.ndarray:
-    """``1 - exp(-beta * age)`` for ages ``0..T``, computed as the policy computes it: numpy's expm1 (the "hold"
-    victim scan) or ``math.expm1`` (the "decay" search); the two differ in the last bit for a few ages."""
-    if vectorized:
-        table = -np.expm1(-beta * np.arange(T + 1, dtype=np.float64))
-    else:
-        table = np.array([-math.expm1(-beta * a) for a in range(T + 1)])
-    if (np.diff(table) < 0).any():  # the bucket search's bound needs a non-decreasing recency
-        raise RuntimeError(f"recency decay is not monotone in floating point (beta = {beta})")
-    return table
-
-
-@functools.lru_cache(maxsize=16)
-def _unattended_table(T: int, alpha: float) -> np.ndarray:
-    """``(1 - alpha) ** g`` for ``g = 0..T`` with Python's power, as :func:`kvcore.formulas.ema_decayed` has it."""
-    return np.array([(1.0 - alpha) ** g for g in range(T + 1)])
-
-
 @dataclass(frozen=True, eq=False)
 class DenseReads:
     """A workload's reads with block keys renumbered ``0..n-1`` in increasing key order (so "smaller key" ties
@@ -265,197 +215,25 @@ class DenseReads:
         return cls(workload, ids.astype(np.int64).reshape(-1), keys)
 
 
-def simulate_blocks(policy, reads: BlockWorkload | DenseReads, capacity: int, record: bool = False) -> dict:
+def simulate_blocks(policy, reads: BlockWorkload | DenseReads, capacity: int, record: bool = False,
+                    compiled: bool = True) -> dict:
     """:func:`run_blocks`'s result for ``policy``, through the array kernel when the policy is exactly LRU, LFU,
     EMA-Block or Persistent(LFU / EMA-Block) (module docstring), else through the engine.  With ``record`` the result
-    also has ``evictions``: ``(step, block key)`` in the engine's order (the kernel's check)."""
+    also has ``evictions``: ``(step, block key)`` in the engine's order (the kernel's check); ``compiled=False`` runs
+    the kernel's plain-Python form."""
     dense = reads if isinstance(reads, DenseReads) else DenseReads.of(reads)
     w = dense.workload
-    rule = _kernel_rule(policy)
+    rule = block_rule(policy)
     if rule is None:
         if record:
             raise ParameterError(f"simulate_blocks: record is for kernel rules; {policy.name} runs in the engine")
         return run_blocks(policy, w, capacity)
-    capacity = int(capacity)
-    if capacity < int(np.diff(w.offsets).max(initial=0)):
-        raise ParameterError(f"capacity = {capacity} blocks: below the most blocks one step reads")
-    code, persistent, alpha, beta = rule
-    T = w.T
-    recency = _recency_table(T, beta, code == RULE_HOLD) if code >= RULE_DECAY else np.zeros(1)
-    unattended = _unattended_table(T, alpha) if code == RULE_DECAY else np.zeros(1)
-    out_t = np.zeros(w.accesses if record else 0, np.int64)
-    out_v = np.zeros_like(out_t)
-    misses, evictions = block_kernel(dense.ids, w.scores, w.offsets, dense.keys.size, capacity, code, persistent,
-                                     alpha, recency, unattended, HOLD_BUCKETS, out_t, out_v)
-    res = _counts(w.accesses, int(misses), dense.keys.size)
+    misses, steps, victims = block_kernel_run(dense.ids, w.scores, w.offsets, dense.keys.size, capacity, rule, record,
+                                              compiled)
+    res = _counts(w.accesses, misses, dense.keys.size)
     if record:
-        res["evictions"] = list(zip(out_t[:evictions].tolist(), dense.keys[out_v[:evictions]].tolist()))
+        res["evictions"] = list(zip(steps.tolist(), dense.keys[victims].tolist()))
     return res
-
-
-def _block_kernel(ids, weights, offsets, n, k, rule, persistent, alpha, recency, unattended, buckets, out_t, out_v):
-    """Misses and evictions of one run (module docstring); ``out_t``/``out_v`` receive the evictions when sized."""
-    T = offsets.size - 1
-    record = out_t.size > 0
-    lists = buckets if rule == RULE_HOLD else (T + 2 if rule == RULE_LFU else 1)
-    # doubly linked recency lists with sentinels n .. n + lists - 1; after[sentinel] is the least recently accessed
-    after = np.empty(n + lists, np.int64)
-    before = np.empty(n + lists, np.int64)
-    for lst in range(lists):
-        after[n + lst] = n + lst
-        before[n + lst] = n + lst
-    home = np.zeros(n, np.int64)
-    resident = np.zeros(n, np.bool_)
-    accessed = np.zeros(n, np.int64)
-    score = np.zeros(n, np.float64)
-    scored_at = np.zeros(n, np.int64)
-    count = np.zeros(n, np.int64)
-    saved = np.zeros(n, np.bool_)
-    saved_score = np.zeros(n, np.float64)
-    saved_at = np.zeros(n, np.int64)
-    saved_count = np.zeros(n, np.int64)
-    protected_at = np.full(n, -1, np.int64)
-    upper = np.empty(lists, np.float64)
-    for lst in range(lists):
-        upper[lst] = (lst + 1) / lists
-    bound = np.empty(lists, np.float64)
-    width = 1
-    for t in range(T):
-        width = max(width, offsets[t + 1] - offsets[t])
-    fetched = np.empty(width, np.int64)
-    lowest = 0
-    size = 0
-    misses = 0
-    evictions = 0
-    for t in range(T):
-        lo = offsets[t]
-        hi = offsets[t + 1]
-        nf = 0
-        for j in range(lo, hi):
-            x = ids[j]
-            protected_at[x] = t
-            if resident[x]:
-                accessed[x] = t
-                _unlink(before, after, x)
-                if rule == RULE_LFU:
-                    count[x] += 1
-                    home[x] = count[x]
-                _append(before, after, n + home[x], x)
-            else:
-                fetched[nf] = x
-                nf += 1
-        for _ in range(size + nf - k):
-            v = -1
-            best = -1.0
-            if rule == RULE_LRU:
-                x = after[n]
-                while x < n and protected_at[x] == t:
-                    x = after[x]
-                v = x if x < n else -1
-            elif rule == RULE_LFU:
-                while after[n + lowest] >= n:
-                    lowest += 1
-                c = lowest
-                while v < 0 and c < lists:
-                    x = after[n + c]
-                    while x < n and protected_at[x] == t:
-                        x = after[x]
-                    if x < n:
-                        v = x
-                    c += 1
-            elif rule == RULE_DECAY:
-                x = after[n]
-                while x < n:
-                    r = recency[t - accessed[x]]
-                    if v >= 0 and r < best:
-                        break
-                    if protected_at[x] != t:
-                        pr = (1.0 - score[x] * unattended[t - 1 - scored_at[x]]) * r
-                        if v < 0 or pr > best or (pr == best and (accessed[x] < accessed[v] or
-                                                                  (accessed[x] == accessed[v] and x < v))):
-                            v = x
-                            best = pr
-                    x = after[x]
-            else:
-                for lst in range(lists):
-                    x = after[n + lst]
-                    bound[lst] = -1.0 if x >= n else upper[lst] * recency[t - accessed[x]]
-                while True:
-                    top = 0
-                    for m in range(1, lists):
-                        if bound[m] > bound[top]:
-                            top = m
-                    if bound[top] < 0.0 or (v >= 0 and bound[top] < best):
-                        break
-                    bound[top] = -1.0
-                    x = after[n + top]
-                    while x < n:
-                        r = recency[t - accessed[x]]
-                        if v >= 0 and upper[top] * r < best:
-                            break
-                        if protected_at[x] != t:
-                            pr = (1.0 - score[x]) * r
-                            if v < 0 or pr > best or (pr == best and (accessed[x] < accessed[v] or
-                                                                      (accessed[x] == accessed[v] and x < v))):
-                                v = x
-                                best = pr
-                        x = after[x]
-            if v < 0:
-                raise RuntimeError("no evictable block")
-            if record:
-                out_t[evictions] = t
-                out_v[evictions] = v
-            evictions += 1
-            if persistent:
-                saved[v] = True
-                saved_score[v] = score[v]
-                saved_at[v] = scored_at[v]
-                saved_count[v] = count[v]
-            _unlink(before, after, v)
-            resident[v] = False
-            size -= 1
-        for m in range(nf):
-            x = fetched[m]
-            resident[x] = True
-            size += 1
-            misses += 1
-            accessed[x] = t
-            count[x] = 1
-            score[x] = 0.0
-            scored_at[x] = t - 1
-            if persistent and saved[x]:
-                saved[x] = False
-                count[x] += saved_count[x]
-                score[x] = saved_score[x]
-                scored_at[x] = saved_at[x]
-            lst = 0
-            if rule == RULE_HOLD:
-                lst = min(max(int((1.0 - score[x]) * lists), 0), lists - 1)
-            elif rule == RULE_LFU:
-                lst = count[x]
-                lowest = min(lowest, lst)
-            home[x] = lst
-            _append(before, after, n + lst, x)
-        if rule == RULE_DECAY or rule == RULE_HOLD:
-            for j in range(lo, hi):
-                x = ids[j]
-                sc = score[x]
-                if rule == RULE_DECAY:
-                    sc = sc * unattended[t - 1 - scored_at[x]]
-                sc = alpha * weights[j] + (1.0 - alpha) * sc
-                score[x] = sc
-                scored_at[x] = t
-                if rule == RULE_HOLD:
-                    # every block observed at t was requested at t, so the young end keeps its list in recency order
-                    lst = min(max(int((1.0 - sc) * lists), 0), lists - 1)
-                    if lst != home[x]:
-                        _unlink(before, after, x)
-                        home[x] = lst
-                        _append(before, after, n + lst, x)
-    return misses, evictions
-
-
-block_kernel = Kernel(_block_kernel)
 
 
 def belady_flat_hit_rate(workload: BlockWorkload, capacity: int) -> float:
@@ -597,32 +375,3 @@ def block_study(profile_name: str) -> dict:
     from ..tables import cached
 
     return cached(run_block_study, profile="full" if profile_name == "full" else "quick")
-
-
-USAGE = """usage: python -m theorems.results.blocks [quick|full]
-
-Run the seed-002 block study (alpha sweep and persistence ablation on every workload, both readings) at the quick
-(default) or full profile and print its tables as JSON."""
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
-    if args and args[0] in ("-h", "--help"):
-        print(USAGE)
-        return 0
-    try:
-        if len(args) > 1:
-            raise ParameterError(f"expected at most one profile, got {len(args)} arguments")
-        tables = run_block_study(args[0] if args else "quick")
-    except KVToolkitError as exc:
-        print(f"block study: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("block study: interrupted", file=sys.stderr)
-        return 130
-    print(json.dumps(tables, indent=1))
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

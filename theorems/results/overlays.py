@@ -180,7 +180,7 @@ def typical_regret_table(T: int, k: int) -> dict:
     """Cumulative NM regret per step of every policy of :func:`fig11_policies` on the (rho, W)-persistent
     Zipf-focus trace of :data:`FIG11_TRACE`, with the exact NM optimum's (min-cost flow) and Theorem 4's bound
     ``sum_{s<=t} M_s(tau)`` on the same trace, and whether the bound's corrected premise holds there (the union of
-    the heavy sets of the last W rows at most k - 1, and chain persistence; ``theorems.results.attention.thm4_row``).
+    the heavy sets of the last W rows at most k - 1, and chain persistence; ``theorems.results.persistence.thm4_row``).
     JSON-able: ``{"regret": {name: [...]}, "signal": {...}, "optimum": [...], "bound": [...], "trace": str,
     "tau": float, "union": int, "chain_violations": int}``."""
     p = FIG11_TRACE

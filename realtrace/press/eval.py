@@ -34,8 +34,11 @@ import numpy as np
 from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
-from .press_schedule import HeadSchedule
+from .schedule import HeadSchedule
 
+CHARGED_NOTE = ("only what the trace stores is charged: each row's residual (entries below its top-k cut) is "
+                "attributed to no position, so a true regret lies in [regret, regret + unattributed]; rows of the "
+                "prefill are charged to no one")
 LAYER_GROUPS = (("early", range(0, 10)), ("middle", range(10, 20)), ("late", range(20, 30)))
 
 

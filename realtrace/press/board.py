@@ -1,4 +1,4 @@
-"""The press leaderboard (``press --all``): every bridged press at several budgets on one trace set, the exact optimum
+"""The press bridge's outputs: :func:`format_result`, the text table of one run; the leaderboard (``press --all``): every bridged press at several budgets on one trace set, the exact optimum
 beside each, a figure of regret versus budget (per layer group and in total) and a table ranking the presses by
 their distance to the optimum, written into a report folder; and :func:`press_section`, the Markdown section the
 main report includes (a ``FALLBACK:`` line when the extras are missing).
@@ -6,9 +6,9 @@ main report includes (a ``FALLBACK:`` line when the extras are missing).
 Budgets.  Prefill presses run at the compression ratios :data:`RATIOS` (kvpress's own knob); at ratio ``r`` a press
 keeps ``int(P (1 - r))`` of the ``P`` prompt positions and then every decoded token, so its peak cache on the
 charged rows is ``K = n_kept + (T - P)`` (AdaKV's is per KV head).  Decoding presses run with ``DecodingPress`` at
-the sizes :data:`DECODING_BUDGETS` (every :data:`~realtrace.press.DEFAULT_INTERVAL` steps, streaming from the budget
+the sizes :data:`DECODING_BUDGETS` (every :data:`~realtrace.press.registry.DEFAULT_INTERVAL` steps, streaming from the budget
 on), so their peak is ``budget + interval``.  Every point is charged on the same rows as its optimum
-(:mod:`realtrace.press_eval`).
+(:mod:`realtrace.press.eval`).
 
 Ranking.  Presses are ranked by the mean over their budgets of ``(press - OPT) / charged mass``: the share of the
 stored attention of the charged rows that the press loses beyond what the best schedule with the same cache must
@@ -26,8 +26,9 @@ import numpy as np
 from kvcore.atomic import save_figure, write_text
 from kvcore.errors import KVToolkitError
 
-from .press import ALL_DECODING, ALL_PREFILL, CHARGED_NOTE, DEFAULT_INTERVAL, press_traceset
-from .press_eval import LAYER_GROUPS, OptCache
+from .eval import CHARGED_NOTE, LAYER_GROUPS, OptCache
+from .registry import ALL_DECODING, ALL_PREFILL, DEFAULT_INTERVAL
+from .run import press_traceset
 
 RATIOS = (0.5, 0.75, 0.9, 0.95)
 DECODING_BUDGETS = (64, 128)
@@ -36,6 +37,42 @@ STEM = "press_regret_vs_budget"
 _RC = {"figure.dpi": 100, "savefig.dpi": 150, "font.family": "DejaVu Sans", "font.size": 9, "axes.grid": True,
        "grid.alpha": 0.3, "svg.hashsalt": "kv-eviction-theory-press", "svg.fonttype": "none",
        "path.simplify": False}
+
+
+def _f(x) -> str:
+    return "-" if x is None else f"{x:.4f}"
+
+
+def format_result(res: dict) -> str:
+    """Plain-text table of one :func:`press_traceset` result."""
+    lines = [f"press {res['press']} ({res['kvpress_class']}, {res['mode']}"
+             + (f", ratio {res['ratio']:.4f}" if res["ratio"] is not None else "")
+             + (f", budget {res['budget_arg']}, interval {res['interval']}" if res["interval"] else "") + ")",
+             f"trace set {res['traceset']}: T = {res['T']}, charged rows {res['start']}..{res['T'] - 1}",
+             f"note: {res['charged']}", "",
+             "trace     budget kept  press     OPT       one-shot  toolkit   gap       unattrib"]
+    for r in res["traces"]:
+        lines.append(f"{r['trace']:9s} {r['budget']:6d} {'-' if r['n_kept'] is None else r['n_kept']:>4} "
+                     f"{_f(r['press']):9s} {_f(r['opt']):9s} {_f(r['one_shot']):9s} {_f(r['toolkit']):9s} "
+                     f"{_f(r['gap']):9s} {_f(r['unattributed'])}")
+    t = res["total"]
+    lines.append(f"{'total':9s} {'':6s} {'':4s} {_f(t['press']):9s} {_f(t['opt']):9s} {_f(t['one_shot']):9s} "
+                 f"{_f(t['toolkit']):9s} {_f(t['gap']):9s} {_f(t['unattributed'])}")
+    for g, v in res["groups"].items():
+        lines.append(f"  {g:7s} {'':6s} {'':4s} {_f(v['press']):9s} {_f(v['opt']):9s} {_f(v['one_shot']):9s} "
+                     f"{_f(v['toolkit']):9s} {_f(v['gap']):9s}")
+    if res["toolkit_policy"]:
+        lines.append(f"toolkit = the registered {res['toolkit_policy']} online in NM at the same budget")
+    a = res["answer"]
+    if a:
+        lines.append(f"answer without press: {a['baseline']!r}; with press: {a['press']!r}; "
+                     f"changed: {'yes' if a['changed'] else 'no'}"
+                     + ("" if a["expected"] is None else f"; right code {a['expected']!r}: without "
+                        f"{'yes' if a['baseline_correct'] else 'no'}, with {'yes' if a['press_correct'] else 'no'}"))
+    s = res["seconds"]
+    lines.append(f"time: press run {s['model']:.1f} s wall ({s['model_cpu']:.1f} s CPU), evaluation "
+                 f"{s['evaluate']:.1f} s")
+    return "\n".join(lines)
 
 
 def _label(res: dict) -> str:
@@ -196,7 +233,7 @@ def extras_missing() -> str | None:
     """Why the press bridge cannot run here (one sentence), or None."""
     import importlib.util
 
-    from .model import MODEL_DIST, MODEL_PACKAGE
+    from ..model import MODEL_DIST, MODEL_PACKAGE
 
     missing = [m for m in ("torch", "transformers", "gguf", "kvpress") if importlib.util.find_spec(m) is None]
     if missing:

@@ -1,7 +1,7 @@
 """A user's policy in a child process that receives only what the information rule allows (issue 14, item 5).
 
 Why: a policy running inside the engine's process can walk the call stack to the trace (reading the future), to the
-checker (playing honest only while :func:`theorems.check.assert_prefix_consistent` runs), or to the simulator
+checker (playing honest only while :func:`verify.check.assert_prefix_consistent` runs), or to the simulator
 (zeroing ``cost``, re-marking evicted tokens resident).  Here the engine talks to a stand-in,
 :class:`IsolatedPolicy`, whose five interface methods (:mod:`kvcore.engine`) forward the engine's calls as messages
 to another process.  That process holds the policy and nothing else of the run: no trace, no simulator, no
@@ -10,8 +10,9 @@ engine's accounting.
 
 Processes
     :class:`PolicyHost` starts a *host*: a fresh Python interpreter (same executable, same working directory, its
-    own session) that has never seen a trace.  It imports the user's module (:func:`policies.resolve`: a failure
-    -- including ``sys.exit`` at import -- is one :class:`~kvcore.errors.ParameterError` line) and waits.  Every
+    own session) that has never seen a trace, running :mod:`verify.policy_process`.  It imports the user's
+    module (:func:`policies.resolve`: a failure -- including ``sys.exit`` at import -- is one
+    :class:`~kvcore.errors.ParameterError` line) and waits.  Every
     run (every engine ``reset``) is served by a fresh fork of the host, which ends with the run: a policy cannot
     carry memory from one run to the next (so it cannot learn a trace in the run that builds an adaptive
     construction and replay it in the run that is measured).  The policy's prints go to stderr.  This is
@@ -31,7 +32,6 @@ Protocol (one socket, JSON in both directions: nothing the policy sends is unpic
 
 from __future__ import annotations
 
-import importlib
 import json
 import os
 import signal
@@ -45,11 +45,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from kvcore.engine import policy_name, takes_model
 from kvcore.errors import ContractViolation, KVToolkitError, ParameterError
-from kvcore.numbers import is_integer
-
-from .registry import resolve
 
 # How long to wait for the host to report a killed run's exit before giving the host up.
 _REAP_SECONDS = 5.0
@@ -84,22 +80,6 @@ class _NotAnItem:
         return self.text
 
 
-def _describe(probe: Any) -> dict:
-    """What the engine and the fuzzer may read of a policy: its declared metadata, as JSON-safe values."""
-    models = getattr(probe, "models", None)
-    guarantee = getattr(probe, "guarantee", None)
-    return {"name": policy_name(probe), "deterministic": bool(getattr(probe, "deterministic", True)),
-            "guarantee": guarantee if isinstance(guarantee, str) else None,
-            "models": sorted(str(m) for m in models) if isinstance(models, (set, frozenset, list, tuple)) else None,
-            "weighted": bool(getattr(probe, "weighted", False)), "lazy": bool(getattr(probe, "lazy", True)),
-            "signal": getattr(probe, "signal", None) if isinstance(getattr(probe, "signal", None), str) else None}
-
-
-def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:300]}" if text else type(exc).__name__
-
-
 class PolicyHost:
     """A host process for the policy ``spec`` (``module:Class`` or a registered name) and the stand-ins that talk
     to it.  Create it before any trace exists; :meth:`factory` gives the engine-facing policy factory."""
@@ -112,7 +92,7 @@ class PolicyHost:
         ours, theirs = socket.socketpair()
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join([_PROJECT_ROOT] + [p for p in [env.get("PYTHONPATH")] if p])
-        code = "import sys; from policies.isolated import _host_entry; _host_entry()"
+        code = "from verify.policy_process import host_entry; host_entry()"
         try:
             self._proc = subprocess.Popen(
                 [sys.executable, "-c", code, str(theirs.fileno()), json.dumps([spec, params])],
@@ -320,121 +300,3 @@ class IsolatedPolicy:
 
     def observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
         self._host._call(self, ["observe", int(t), np.asarray(items).tolist(), np.asarray(weights).tolist()])
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# the child side
-# ---------------------------------------------------------------------------------------------------------------------
-
-
-def _send(conn, obj) -> None:
-    conn.send_bytes(json.dumps(obj).encode())
-
-
-def _host_entry() -> None:
-    """``python -c`` entry of the host process: ``argv = [fd, json([spec, params])]``."""
-    conn = Connection(int(sys.argv[1]))
-    spec, params = json.loads(sys.argv[2])
-    try:
-        _host_main(conn, spec, params)
-    finally:
-        os._exit(0)
-
-
-def _host_main(conn, spec: str, params: dict | None) -> None:
-    """The host: import and build the policy once, then fork one process per run until the socket closes."""
-    os.dup2(2, 1)  # the policy's prints go to stderr, never into the fuzzer's report on stdout
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C and kills this process group
-    importlib.invalidate_caches()  # a module file written just now must be found
-    try:
-        factory = resolve(spec, params)
-        info = _describe(factory())
-    except ParameterError as exc:
-        _send(conn, {"error": str(exc)})
-        return
-    except BaseException as exc:  # noqa: BLE001 -- whatever the user's code does, one line
-        _send(conn, {"error": f"policy {spec!r}: cannot build it: {_one_line(exc)}"})
-        return
-    _send(conn, {"ok": info})
-    while True:
-        try:
-            first = json.loads(conn.recv_bytes())
-        except (EOFError, OSError):
-            return
-        sys.stdout.flush()
-        sys.stderr.flush()
-        if not (isinstance(first, list) and first and first[0][0] == "reset"):
-            _send(conn, {"ended": "was out of step with the engine (a run must start with reset)"})
-            continue
-        pid = os.fork()
-        if pid == 0:
-            try:
-                _serve_run(conn, factory, first)
-            finally:
-                os._exit(0)
-        _, status = os.waitpid(pid, 0)
-        how = (f"was killed by signal {os.WTERMSIG(status)}" if os.WIFSIGNALED(status)
-               else f"exited with status {os.WEXITSTATUS(status)}")
-        try:  # exactly one notice per run: the answer awaited if the process died without answering
-            _send(conn, {"ended": how})
-        except OSError:
-            return
-
-
-def _victims(raw) -> list:
-    """The policy's victims as JSON: integer ids stay ints, bools stay bools (the engine refuses both kinds of
-    non-id), anything else becomes its repr."""
-    out = []
-    for v in ([] if raw is None else list(raw)):
-        if isinstance(v, (bool, np.bool_)):
-            out.append(bool(v))
-        elif isinstance(v, (int, np.integer)):
-            out.append(int(v))
-        else:
-            out.append({"not_an_item": repr(v)[:80]})
-    return out
-
-
-def _serve_run(conn, factory, message: list) -> None:
-    """One run: build a fresh policy, apply every message's calls in order, answer each message."""
-    _send(conn, {"pid": os.getpid()})
-    policy = None
-    while True:
-        op = ["reset", None]
-        try:
-            result = None
-            for op in message:
-                kind = op[0]
-                if kind == "reset":
-                    _, k, model, state = op
-                    policy = factory()
-                    bits = getattr(np.random, state["bit_generator"])()
-                    bits.state = state
-                    rng = np.random.Generator(bits)
-                    policy.reset(k, rng, model) if takes_model(policy.reset) else policy.reset(k, rng)
-                elif kind == "admit":
-                    policy.admit(op[1], op[2], op[3])
-                elif kind == "hit":
-                    policy.hit(op[1], op[2], op[3])
-                elif kind == "observe":
-                    items = np.asarray(op[2], dtype=np.int64)
-                    weights = np.asarray(op[3], dtype=np.float64)
-                    items.setflags(write=False)
-                    weights.setflags(write=False)
-                    policy.observe(op[1], items, weights)
-                elif kind == "evict":
-                    result = _victims(policy.evict(op[1], op[2], frozenset(op[3])))
-                elif kind == "end":
-                    _send(conn, {"ok": None})
-                    return
-            _send(conn, {"ok": result})
-        except ContractViolation as exc:
-            item = exc.item
-            item = int(item) if is_integer(item) else (
-                None if item is None else repr(item))
-            _send(conn, {"error": str(exc), "contract": [str(exc.policy), int(exc.step), item]})
-            return
-        except BaseException as exc:  # noqa: BLE001 -- the policy's failure, reported in one line
-            _send(conn, {"error": _one_line(exc), "call": op[0], "step": op[1] if len(op) > 1 else None})
-            return
-        message = json.loads(conn.recv_bytes())

@@ -4,7 +4,7 @@ Usage in a user's hypothesis test (five lines)::
 
     from hypothesis import given
     from adversary.strategies import paging_traces
-    from theorems.check import assert_competitive
+    from verify.check import assert_competitive
 
     @given(paging_traces(max_items=5))
     def test_my_policy(trace):

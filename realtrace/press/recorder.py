@@ -11,9 +11,9 @@ any press's internals.  A row that matches nothing (a merging or quantizing pres
 rows stops the run with one line.  Head-wise presses (``AdaKVPress``) leave the cache whole and set
 ``module.masked_key_indices``; those ``(KV head, slot)`` pairs are recorded as masked.
 
-The run (module :mod:`realtrace.press`): prefill the first ``P`` tokens with the press active, then feed the rest
-one token at a time with explicit logical ``position_ids`` (as kvpress's own pipeline does: the compressed cache is
-shorter than the positions), every forward through the same hooks.
+The run (:func:`run_press`, called by :mod:`realtrace.press.run`): prefill the first ``P`` tokens with the press
+active, then feed the rest one token at a time with explicit logical ``position_ids`` (as kvpress's own pipeline
+does: the compressed cache is shorter than the positions), every forward through the same hooks.
 """
 
 from __future__ import annotations
@@ -23,24 +23,8 @@ import time
 
 import numpy as np
 
-from .model import LoadedModel
-from .press_schedule import Compression, PressRecord, PressRecordError
-
-KVPRESS_HINT = "pip install -e '.[real,kvpress]'   (kvpress 0.5.5; it pins transformers<5.3)"
-
-
-def import_kvpress():
-    from .model import MissingExtra
-
-    try:
-        import kvpress
-    except ImportError as exc:
-        raise MissingExtra(f"the press bridge needs the [real,kvpress] extras ({exc.name} is missing): "
-                           f"{KVPRESS_HINT}") from None
-    except Exception as exc:  # kvpress imports transformers internals that newer versions moved
-        raise MissingExtra(f"kvpress does not import with this transformers ({type(exc).__name__}: "
-                           f"{str(exc).splitlines()[0]}): {KVPRESS_HINT}") from None
-    return kvpress
+from ..model import LoadedModel
+from .schedule import Compression, PressRecord, PressRecordError
 
 
 def _row_keys(keys, values) -> list[dict[bytes, int]]:

@@ -1,0 +1,117 @@
+"""``python -m realtrace.quality.bench [--tokens N] [--budget K] [--repeats R] [--threads N] [--json]``: the cost of
+a masked replay pass against a plain forward pass of the same model on the same tokens, measured in one run.
+
+Issue 20 asks for a masked teacher-forced pass over 2k tokens with all 30 layers to cost at most 4x a plain forward
+pass.  Timed here, each the median of ``--repeats`` runs (after one warm-up run of each, so that allocator and
+kernel start-up costs are not charged to whichever runs first):
+
+* ``plain sdpa`` / ``plain eager`` -- the model's own forward (no cache, no LM head) with transformers' ``sdpa`` and
+  ``eager`` attention (the capture runs ``eager``; ``sdpa`` is the faster baseline, so the ratio against it is the
+  conservative one);
+* ``masked`` -- :func:`realtrace.quality.replay.replay` with an open-loop schedule that drops something on every
+  layer and KV head: a sinks-plus-window schedule of ``--budget`` positions (4 sinks, the rest the most recent
+  tokens, drops ``drop[i] = i + K - 4`` for ``i >= 4``), so every head takes the masked path and also records its
+  attention-output error and displaced mass.  A schedule's content does not change the cost: the mask is dense.
+
+The tokens are the built-in prompt ``needle-N-d50`` (:mod:`realtrace.quality.prompts`) with ``N = --tokens``.  The
+ratio, not the seconds, is what carries across machines and load; the machine's load average is printed with it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+
+from kvcore.command import Command
+from kvcore.errors import ParameterError
+from kvcore.numbers import whole_number
+
+SINKS = 4
+
+
+def window_schedule(layers: int, heads: int, T: int, budget: int) -> np.ndarray:
+    """Drops ``(layers, heads, T)`` of 4 sinks plus a window: ``drop[i] = i + K - 4`` (capped at ``T``) for
+    ``i >= 4``, never for the sinks, so ``|R_t| = K`` once ``t >= K - 1``."""
+    if not SINKS < budget < T:
+        raise ParameterError(f"--budget {budget}: must lie between {SINKS + 1} and the token count {T - 1}")
+    i = np.arange(T)
+    drop = np.where(i < SINKS, T, np.minimum(i + budget - SINKS, T))
+    return np.broadcast_to(drop, (layers, heads, T)).copy()
+
+
+def _median_seconds(fn, repeats: int) -> float:
+    fn()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: int = 1, say=None) -> dict:
+    """The timings and ratios of the module docstring, as a dict."""
+    from ..model import load_model
+    from .replay import OpenLoop, replay
+    from .run import tokenize_prompts
+
+    say = say or (lambda msg: None)
+    lm = load_model(install=True, threads=threads, say=say)
+    ids = list(tokenize_prompts([f"needle-{tokens}-d50"], lm.tokenizer)[0].ids)
+    cfg = lm.model.config
+    L, H, T = cfg.num_hidden_layers, cfg.num_key_value_heads, len(ids)
+    plan = OpenLoop(window_schedule(L, H, T, budget))
+    out = {"tokens": T, "layers": L, "kv_heads": H, "budget": budget, "repeats": repeats, "threads": threads}
+    for impl in ("sdpa", "eager"):
+        lm.model.set_attn_implementation(impl)
+        say(f"plain forward ({impl}) ...")
+        out[f"plain_{impl}_s"] = _median_seconds(lambda: lm.forward(ids, body_only=True), repeats)
+    say("masked replay ...")
+    out["masked_s"] = _median_seconds(lambda: replay(lm, ids, plan, L, H), repeats)
+    out["ratio_vs_sdpa"] = out["masked_s"] / out["plain_sdpa_s"]
+    out["ratio_vs_eager"] = out["masked_s"] / out["plain_eager_s"]
+    out["load_average"] = list(os.getloadavg())
+    return out
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("--tokens", type=whole_number(128), default=2000, help="length of the pass (default 2000)")
+    ap.add_argument("--budget", type=whole_number(SINKS + 1), default=128,
+                    help="positions kept per layer and KV head by the masked schedule (default 128)")
+    ap.add_argument("--repeats", type=whole_number(1), default=3, help="timed runs of each pass (default 3)")
+    ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads (default 1)")
+    ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
+
+
+def run(args: argparse.Namespace) -> int:
+    res = measure(args.tokens, args.budget, args.repeats, args.threads,
+                  say=lambda msg: sys.stderr.write(msg + "\n"))
+    if args.json:
+        sys.stdout.write(json.dumps(res, indent=1) + "\n")
+    else:
+        sys.stdout.write(
+            f"{res['tokens']} tokens, {res['layers']} layers, {res['threads']} thread(s), median of {res['repeats']}:\n"
+            f"  plain forward, sdpa   {res['plain_sdpa_s']:8.3f} s\n"
+            f"  plain forward, eager  {res['plain_eager_s']:8.3f} s\n"
+            f"  masked replay, K={res['budget']:<5d}{res['masked_s']:8.3f} s   "
+            f"{res['ratio_vs_sdpa']:.2f}x sdpa, {res['ratio_vs_eager']:.2f}x eager (goal <= 4x)\n"
+            f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
+    return 0
+
+
+COMMAND = Command(prog="python -m realtrace.quality.bench", description=(
+    "Time a masked replay pass (every layer and KV head under a sinks-plus-window schedule) against the model's "
+    "plain forward pass on the same tokens, in one run; prints the ratio (issue 20's goal: at most 4x). Needs the "
+    "[real] extra."), add_arguments=add_arguments, run=run)
+
+
+if __name__ == "__main__":
+    from kvcore.command import entry
+
+    entry(COMMAND.prog, lambda: COMMAND.main)

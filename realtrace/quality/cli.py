@@ -1,0 +1,119 @@
+"""``quality``: eviction schedules replayed in the real model, output quality beside regret (issue 20).
+
+    python -m realtrace.quality TOVA --budget 128 [--json] [--out DIR]
+    python -m realtrace.quality press:SnapKV --budgets 64,128
+    python -m realtrace.quality OPT --budget 128 --prompts needle-400-d10,kv-24-12
+    python -m realtrace.quality file:steps/TOVA_K128.npz --budget 128
+    python -m realtrace.quality --all [--budgets 32,64,128,256] [--out quality_report] [--workers N | --scheduler ADDR]
+
+A single configuration prints its values per layer group and in total beside the exact optimum's and the full
+cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
+registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
+(:mod:`realtrace.quality.report`).  Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
+presses); without them, and for any bad input, one line and exit status 2 (:mod:`kvcore.command`).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from kvcore.command import Command
+from kvcore.errors import ParameterError
+from kvcore.numbers import comma_list, whole_number
+
+DEFAULT_BUDGETS = (32, 64, 128, 256)
+DEFAULT_OUT = "quality_report"
+
+
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    ap.add_argument("name", nargs="?", default=None,
+                    help="a registered NM policy or module:Class (closed loop by default), press:NAME (a bridged "
+                         "kvpress prefill press), OPT (the exact NM optimum) or file:PATH (a saved schedule)")
+    ap.add_argument("--all", action="store_true",
+                    help="every registered NM policy, every bridged prefill press and OPT; writes --out")
+    ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head")
+    ap.add_argument("--budgets", type=comma_list(whole_number(1)), default=None,
+                    help=f"several budgets (default with --all: {','.join(map(str, DEFAULT_BUDGETS))})")
+    ap.add_argument("--prompts", type=comma_list(str), default=None,
+                    help="built-in prompts, comma-separated (default: all of realtrace.quality.prompts.DEFAULT)")
+    ap.add_argument("--mode", choices=("closed", "open", "both"), default="closed",
+                    help="policies: inside the pass observing the model under their own evictions (closed), on "
+                         "the full-cache trace (open), or both")
+    ap.add_argument("--policies", type=comma_list(str), default=None,
+                    help="with --all: these policies instead of every registered NM policy")
+    ap.add_argument("--presses", type=comma_list(str, none=True), default=None,
+                    help="with --all: these presses instead of every bridged prefill press ('none' for no presses)")
+    ap.add_argument("--seed", type=whole_number(0), default=0, help="seed of randomized policies (default 0)")
+    ap.add_argument("--top", type=whole_number(1), default=32,
+                    help="entries per trace row (the rest is the exact residual; default 32, as the capture)")
+    ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
+    ap.add_argument("--workers", type=whole_number(0), default=None,
+                    help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")
+    ap.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
+    ap.add_argument("--steps", action="store_true",
+                    help="also write per-row metrics and every schedule to OUT/steps/*.npz (reusable as file:PATH)")
+    ap.add_argument("--out", default=None, help=f"report folder (default with --all: {DEFAULT_OUT})")
+    ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
+
+
+def configs(args: argparse.Namespace) -> list:
+    """The configurations the arguments ask for (unknown names fail here, before anything loads)."""
+    from .run import all_configs, parse_config
+
+    if args.all:
+        if args.name is not None:
+            raise ParameterError("give a NAME or --all, not both")
+        return all_configs(args.mode, args.policies, args.presses)
+    if args.name is None:
+        raise ParameterError("give a policy, press:NAME, OPT or file:PATH (or --all)")
+    if args.policies is not None or args.presses is not None:
+        raise ParameterError("--policies and --presses go with --all")
+    return parse_config(args.name, args.mode)
+
+
+def run(args: argparse.Namespace) -> int:
+    from .report import markdown, summary, write
+    from .run import evaluate
+
+    if args.budget is not None and args.budgets is not None:
+        raise ParameterError("give --budget K or --budgets K,K,..., not both")
+    budgets = ((args.budget,) if args.budget is not None else args.budgets
+               or (DEFAULT_BUDGETS if args.all else None))
+    if budgets is None:
+        raise ParameterError("give --budget K (or --budgets K,K,...)")
+    if args.scheduler is not None and args.workers is not None:
+        raise ParameterError("give --workers N or --scheduler ADDR, not both")
+    cfgs = configs(args)
+    say = (lambda msg: sys.stderr.write(msg + "\n"))
+    res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
+                   args.threads, args.steps, progress=True, say=say)
+    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
+    if out is not None:
+        paths = write(res, out)
+        say(f"wrote {len(paths)} files to {out}")
+    clean = {**res, "runs": [{k: v for k, v in r.items() if k != "steps"} for r in res["runs"]]}
+    if args.json:
+        sys.stdout.write(json.dumps(clean, indent=1) + "\n")
+    elif args.all:
+        sys.stdout.write(markdown(clean) + "\n")
+    else:
+        sys.stdout.write("\n\n".join(summary(clean, c.name) for c in cfgs if c.kind != "opt" or len(cfgs) == 1)
+                         + "\n")
+    return 0
+
+
+COMMAND = Command(prog="quality", description=(
+    "Replay eviction schedules inside SmolLM2-135M (open loop: the exact NM optimum, a policy on the full-cache "
+    "trace, a saved schedule; closed loop: an online policy driving its own evictions, a kvpress press) and report "
+    "output quality -- KL divergence, change in NLL, top-1 agreement, task accuracy on built-in retrieval prompts, "
+    "attention-output error -- beside the regret each schedule is charged on the full-cache trace. Needs the [real] "
+    "extra ([real,kvpress] for presses)."), add_arguments=add_arguments, run=run)
+
+
+def main(argv: list[str] | None = None) -> int:
+    return COMMAND.main(argv, prog="python -m realtrace.quality")
+
+
+__all__ = ["COMMAND", "DEFAULT_BUDGETS", "add_arguments", "main", "run"]

@@ -1,0 +1,171 @@
+"""Built-in retrieval prompts with a known answer, for task accuracy under eviction (pure Python; sized with the model's
+tokenizer).
+
+Two families, all text written for this toolkit (public domain) except the filler, which is the prose of CPython's
+``pydoc_data.topics`` as in :func:`realtrace.prompts.reference_paragraphs` (PSF license; ships with Python, no
+download):
+
+``needle-N-dD``  (several needles at several depths)
+    An instruction, then about ``N`` tokens of reference prose with three locker codes ("The code for the blue locker
+    is 4719.") placed after 10%, 50% and 90% of it, then a question for the needle at depth ``D`` %.  Answer: the
+    four digits.  The filler starts at a different paragraph for each prompt, so no two prompts share their text.
+``kv-N-P``  (key-value recall)
+    A hotel register of ``N`` guests, one line each ("Lena Okafor is staying in room 5183."), then a question for
+    the guest on line ``P`` (1-based).  Answer: the four digits.
+
+Codes, names and rooms come from ``numpy.random.default_rng(SEED + index)`` of each prompt (fixed :data:`SEED`), so
+the prompts are identical everywhere the same CPython minor version runs (the filler is its documentation).  The
+answer is teacher-forced after the prompt; :mod:`realtrace.quality.metrics` defines when it is right.
+
+Positive control.  A prompt counts for accuracy only where the full-cache model answers it right; the others are
+excluded and named in every result (:data:`DEFAULT` says which ones failed when the set was chosen).  The small model
+recalls most needles up to 2k tokens and most register lines, and gets some wrong by one digit (needle-400-d50,
+needle-1000-d50, needle-1400-d10, kv-48-24 all miss the first digit), so a right answer is a real retrieval.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from kvcore.errors import ParameterError
+
+SEED = 20  # the issue number; any fixed value would do
+COLOURS = ("blue", "red", "green", "white", "yellow", "orange", "grey", "black")
+FIRST = ("Alice", "Bruno", "Chen", "Dara", "Emil", "Fatima", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena",
+         "Mateo", "Nadia", "Omar", "Priya", "Quinn", "Rosa", "Sami", "Tomas", "Uma", "Viktor", "Wen", "Yara")
+LAST = ("Moreau", "Okafor", "Lindqvist", "Tanaka", "Novak", "Haddad", "Silva", "Kowalski", "Mensah", "Ortiz",
+        "Petrov", "Quispe", "Rahman", "Schulz", "Varga", "Weber")
+NEEDLE_DEPTHS = (0.1, 0.5, 0.9)
+MIN_TOKENS = 128
+
+
+@dataclass(frozen=True)
+class QualityPrompt:
+    """A prompt as named parts (tokenized part by part, as :mod:`realtrace.capture` does) and its answer text."""
+
+    name: str
+    parts: tuple[tuple[str, str], ...]
+    answer: str
+    what: str
+
+    @property
+    def text(self) -> str:
+        return "".join(t for _, t in self.parts)
+
+
+def _rng(index: int) -> np.random.Generator:
+    return np.random.default_rng(SEED + index)
+
+
+def _codes(rng: np.random.Generator, n: int) -> list[str]:
+    """``n`` distinct four-digit codes without a leading zero."""
+    return [str(c) for c in rng.choice(np.arange(1000, 10000), size=n, replace=False)]
+
+
+def _filler(start: int, tokens: int, count: Callable[[str], int]) -> list[str]:
+    """Whole paragraphs of the reference prose from paragraph ``start`` on, as many as fit in ``tokens`` (each
+    paragraph followed by a blank line)."""
+    from ..prompts import reference_paragraphs
+
+    paras = reference_paragraphs()
+    out, used = [], 0
+    for p in paras[start:] + paras[:start]:
+        n = count(p + "\n\n")
+        if used + n > tokens:
+            break
+        out.append(p + "\n\n")
+        used += n
+    return out
+
+
+def _needle_parts(paras: list[str], intro: str, needles: list[str], question: str) -> list[tuple[str, str]]:
+    """The parts of a needle prompt: each needle at the sentence or paragraph boundary of the filler closest to
+    10/50/90% of its characters."""
+    text = "".join(paras)
+    bounds = np.array([0] + [m.end() for m in re.finditer(r"(?<=[.:;]) +|\n\n", text)] + [len(text)])
+    cut = [int(bounds[np.abs(bounds - d * len(text)).argmin()]) for d in NEEDLE_DEPTHS]
+    parts, j = [("intro", intro)], 0
+    for n, (c, needle) in enumerate(zip(cut, needles)):
+        parts.append((f"text_{n}", text[j:c]))
+        parts.append((f"needle_{n}", needle if text[j:c].endswith("\n") or c == 0 else "\n\n" + needle))
+        j = c
+    parts += [(f"text_{len(needles)}", text[j:]), ("question", question)]
+    return parts
+
+
+def needle_prompt(tokens: int, depth: int, index: int, count: Callable[[str], int]) -> QualityPrompt:
+    """``needle-N-dD`` (module docstring): at most ``tokens`` tokens with the answer."""
+    rng = _rng(index)
+    colours = [str(c) for c in rng.choice(COLOURS, size=len(NEEDLE_DEPTHS), replace=False)]
+    codes = _codes(rng, len(NEEDLE_DEPTHS))
+    asked = NEEDLE_DEPTHS.index(depth / 100)
+    intro = ("Three locker codes are hidden in the reference text below. Remember each code and the colour of its "
+             "locker; you will be asked for one of them.\n\n")
+    needles = [f"The code for the {c} locker is {code}.\n\n" for c, code in zip(colours, codes)]
+    question = (f"Question: What is the code for the {colours[asked]} locker?\n"
+                f"Answer: The code for the {colours[asked]} locker is")
+    answer = f" {codes[asked]}"
+    budget = tokens - count(intro) - sum(count(n) for n in needles) - count(question) - count(answer)
+    while True:  # paragraphs are counted one by one; joined they can tokenize a little longer: shrink until it fits
+        parts = _needle_parts(_filler(97 * index % 1000, budget, count), intro, needles, question)
+        over = sum(count(t) for _, t in parts) + count(answer) - tokens
+        if over <= 0:
+            break
+        budget -= over
+    return QualityPrompt(f"needle-{tokens}-d{depth}", tuple(parts), answer,
+                         f"3 locker codes at depths 10/50/90% of ~{tokens} tokens; asks the one at {depth}%")
+
+
+def kv_prompt(guests: int, line: int, index: int) -> QualityPrompt:
+    """``kv-N-P`` (module docstring)."""
+    if not 1 <= line <= guests <= len(FIRST) * len(LAST):
+        raise ParameterError(f"kv-{guests}-{line}: needs 1 <= line <= guests <= {len(FIRST) * len(LAST)}")
+    rng = _rng(index)
+    names = [f"{FIRST[i // len(LAST)]} {LAST[i % len(LAST)]}"
+             for i in rng.choice(len(FIRST) * len(LAST), size=guests, replace=False)]
+    rooms = _codes(rng, guests)
+    who, room = names[line - 1], rooms[line - 1]
+    parts = (("intro", "The hotel register below lists every guest and the room they are staying in.\n\n"),
+             ("register", "".join(f"{n} is staying in room {r}.\n" for n, r in zip(names, rooms))),
+             ("question", f"\nQuestion: Which room is {who} staying in?\nAnswer: {who} is staying in room"))
+    return QualityPrompt(f"kv-{guests}-{line}", parts, f" {room}",
+                         f"a register of {guests} guests; asks line {line}")
+
+
+# The default set: eight prompts the full cache answers right (needles asked at depths 10, 50 and 90 %, 389 to 2,000
+# tokens; register lines first, middle and last) and one it answers wrongly (needle-400-d50: the first digit comes
+# out wrong), which shows the control at work.  Measured with SmolLM2-135M-Instruct; the result prints the control.
+DEFAULT = ("needle-400-d10", "needle-400-d50", "needle-600-d90", "needle-1000-d90", "needle-1200-d50",
+           "needle-2000-d50", "kv-24-12", "kv-40-1", "kv-64-64")
+
+
+def parse_name(name: str) -> tuple[str, int, int]:
+    """``needle-N-dD`` -> ``("needle", N, D)``; ``kv-N-P`` -> ``("kv", N, P)``; checks the name."""
+    parts = name.split("-")
+    try:
+        if len(parts) == 3 and parts[0] == "needle" and parts[2].startswith("d"):
+            n, d = int(parts[1]), int(parts[2][1:])
+            if n < MIN_TOKENS or d not in (10, 50, 90):
+                raise ValueError
+            return "needle", n, d
+        if len(parts) == 3 and parts[0] == "kv":
+            return "kv", int(parts[1]), int(parts[2])
+    except ValueError:
+        pass
+    raise ParameterError(f"prompt {name!r}: not a built-in quality prompt (needle-N-dD with N >= {MIN_TOKENS} "
+                         f"tokens and D in 10, 50, 90; kv-N-P: P-th of N register lines; defaults: "
+                         f"{', '.join(DEFAULT)})")
+
+
+def build(name: str, count: Callable[[str], int]) -> QualityPrompt:
+    """The named prompt; ``count`` counts the tokens of a text (the model's tokenizer)."""
+    kind, a, b = parse_name(name)
+    index = sum(ord(c) * (i + 1) for i, c in enumerate(name)) % 997  # a fixed, name-derived seed offset
+    return needle_prompt(a, b, index, count) if kind == "needle" else kv_prompt(a, b, index)
+
+
+__all__ = ["DEFAULT", "QualityPrompt", "SEED", "build", "kv_prompt", "needle_prompt", "parse_name"]

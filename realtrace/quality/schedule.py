@@ -1,0 +1,172 @@
+"""Eviction schedules and the attention masks they induce, in the NM (no-refetch) model (pure numpy; no torch).
+
+The one representation.  A schedule of one layer and KV head over ``T`` steps is a *drop vector*: ``drop[i]`` is the
+first step at which position ``i`` is no longer resident (``T`` = never dropped).  Position ``i`` arrives at step
+``i`` (SPEC section 1), so it is resident exactly on the steps ``i <= t < drop[i]``; ``drop[i] = i`` means it was
+dropped on arrival (NM allows that).  Because a position is resident on one interval, a drop vector cannot express
+a refetch, and every conversion *into* a drop vector refuses one.  The same vector is :class:`kvcore.measure`'s and
+:mod:`realtrace.press.schedule`'s ``drop``; a schedule of the whole model is an array ``(layers, kv_heads, T)``.
+
+Forms converted here (each round trip is the identity):
+
+* an eviction list ``[(t, i), ...]`` (the engine's ``RunResult.evictions``, :func:`kvcore.optima.nm_opt`'s
+  ``record=True`` schedule): ``drop[i] = t``; a position evicted twice would have to come back in between (refused);
+* resident sets ``R_0, ..., R_{T-1}`` (``R_t`` after step ``t``'s evictions) or the boolean matrix ``keep[t, i] =
+  i in R_t``: ``drop[i]`` is the first step ``t >= i`` with ``i not in R_t``; a position absent at some step and
+  present at a later one is a refetch (refused), a position listed before it arrives is refused too;
+* the attention mask of the query at step ``t`` (:func:`resident_mask`): ``keep[t, i] = (i <= t) and (t < drop[i])``
+  -- query ``t`` attends exactly to ``R_t`` (the NM step order: token ``t`` arrives, victims are dropped, then the
+  step is charged on ``R_t``, paper Eq. 4).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from kvcore.errors import KVToolkitError
+
+from ..press.schedule import HeadSchedule
+
+
+class ScheduleError(KVToolkitError, ValueError):
+    """A schedule that is not a valid NM schedule (a refetch, a future position, a cache over its budget, ...)."""
+
+
+def _steps(T: int) -> int:
+    if isinstance(T, bool) or not isinstance(T, (int, np.integer)) or T < 0:
+        raise ScheduleError(f"T = {T!r}: must be an integer >= 0")
+    return int(T)
+
+
+def drop_from_evictions(evictions: Iterable[tuple[int, int]], T: int, where: str = "schedule") -> np.ndarray:
+    """The drop vector of an eviction list ``[(step, position), ...]`` over ``T`` steps (module docstring)."""
+    T = _steps(T)
+    drop = np.full(T, T, dtype=np.int64)
+    for t, i in evictions:
+        t, i = int(t), int(i)
+        if not 0 <= i <= t < T:
+            raise ScheduleError(f"{where}: eviction of position {i} at step {t}: needs 0 <= position <= step < {T} "
+                                "(a position can be evicted only after it arrived)")
+        if drop[i] != T:
+            raise ScheduleError(f"{where}: position {i} is evicted at steps {drop[i]} and {t}: it would have to come "
+                                "back in between, and NM has no refetch")
+        drop[i] = t
+    return drop
+
+
+def evictions_from_drop(drop: np.ndarray) -> list[tuple[int, int]]:
+    """``[(step, position)]`` sorted by step, then position (the inverse of :func:`drop_from_evictions`; the press
+    bridge's :meth:`~realtrace.press.schedule.HeadSchedule.evictions`)."""
+    return HeadSchedule(np.asarray(drop, dtype=np.int64), []).evictions()
+
+
+def check_drop(drop: np.ndarray, where: str = "schedule") -> np.ndarray:
+    """``drop`` as an int64 array, checked: ``i <= drop[i] <= T`` for every position ``i``."""
+    drop = np.asarray(drop)
+    if drop.ndim != 1 or (drop.size and drop.dtype.kind not in "iu"):
+        raise ScheduleError(f"{where}: a drop vector is a 1-D integer array, got shape {drop.shape}, "
+                            f"dtype {drop.dtype}")
+    drop = drop.astype(np.int64, copy=False)
+    T = drop.size
+    bad = np.flatnonzero((drop < np.arange(T)) | (drop > T))
+    if bad.size:
+        i = int(bad[0])
+        raise ScheduleError(f"{where}: position {i} is dropped at step {int(drop[i])}, outside {i}..{T}")
+    return drop
+
+
+def drop_from_keep(keep: np.ndarray, where: str = "schedule") -> np.ndarray:
+    """The drop vector of a boolean matrix ``keep[t, i] = (i in R_t)``, ``T x T`` (module docstring)."""
+    keep = np.asarray(keep)
+    if keep.ndim != 2 or keep.shape[0] != keep.shape[1] or keep.dtype != bool:
+        raise ScheduleError(f"{where}: resident sets must be a square boolean matrix, got shape {keep.shape}, "
+                            f"dtype {keep.dtype}")
+    T = keep.shape[0]
+    future = np.triu(keep, 1)
+    if future.any():
+        t, i = np.argwhere(future)[0]
+        raise ScheduleError(f"{where}: position {i} is resident at step {t}, before it arrives")
+    # on and below the diagonal, column i must read True...True False...False from row i down: no refetch
+    lower = np.tril(np.ones((T, T), dtype=bool))
+    absent = lower & ~keep
+    drop = np.where(absent.any(axis=0), absent.argmax(axis=0), T).astype(np.int64)
+    back = keep & (np.arange(T)[:, None] >= drop[None, :])
+    if back.any():
+        t, i = np.argwhere(back)[0]
+        raise ScheduleError(f"{where}: position {i} is absent at step {drop[i]} and resident again at step {t}: "
+                            "NM has no refetch")
+    return drop
+
+
+def drop_from_resident(resident: Sequence[Iterable[int]], where: str = "schedule") -> np.ndarray:
+    """The drop vector of resident sets ``[R_0, ..., R_{T-1}]`` (each an iterable of positions)."""
+    T = len(resident)
+    keep = np.zeros((T, T), dtype=bool)
+    for t, r in enumerate(resident):
+        idx = np.fromiter((int(i) for i in r), dtype=np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= T):
+            raise ScheduleError(f"{where}: step {t} lists a position outside 0..{T - 1}")
+        keep[t, idx] = True
+    return drop_from_keep(keep, where)
+
+
+def resident_mask(drop: np.ndarray, rows: range | None = None) -> np.ndarray:
+    """``keep[r, i] = (i <= t) and (t < drop[i])`` for the query steps ``t`` in ``rows`` (default all ``T``): the
+    positions query ``t`` attends to.  Shape ``(len(rows), T)``."""
+    drop = np.asarray(drop, dtype=np.int64)
+    T = drop.size
+    t = np.arange(T)[:, None] if rows is None else np.arange(rows.start, rows.stop)[:, None]
+    i = np.arange(T)[None, :]
+    return (i <= t) & (t < drop[None, :])
+
+
+def resident_sets(drop: np.ndarray) -> list[np.ndarray]:
+    """``[R_0, ..., R_{T-1}]``, each a sorted array of positions (the inverse of :func:`drop_from_resident`)."""
+    return [np.flatnonzero(row) for row in resident_mask(drop)]
+
+
+def resident_counts(drop: np.ndarray) -> np.ndarray:
+    """``|R_t|`` for every step ``t``, without building the mask (the press bridge's
+    :meth:`~realtrace.press.schedule.HeadSchedule.resident_counts`)."""
+    return HeadSchedule(np.asarray(drop, dtype=np.int64), []).resident_counts()
+
+
+def first_drop(drops: np.ndarray) -> int:
+    """The first step at which any position is absent, over all layers and heads (``T`` when nothing ever is):
+    before it every query attends to the full cache, so a replay can start there."""
+    drops = np.asarray(drops)
+    return int(drops.min()) if drops.size else 0
+
+
+def check_capacity(drop: np.ndarray, capacity: int, where: str = "schedule", start: int = 0) -> None:
+    """Refuse a schedule that holds more than ``capacity`` positions at some step ``t >= start``."""
+    counts = resident_counts(drop)[start:]
+    over = np.flatnonzero(counts > capacity)
+    if over.size:
+        t = int(over[0]) + start
+        raise ScheduleError(f"{where}: {int(counts[over[0]])} positions resident at step {t}, more than the budget "
+                            f"{capacity}")
+
+
+def full_cache(layers: int, heads: int, T: int) -> np.ndarray:
+    """The schedule that drops nothing: ``drop = T`` everywhere, shape ``(layers, heads, T)``."""
+    return np.full((layers, heads, T), _steps(T), dtype=np.int64)
+
+
+def check_schedule(drops: np.ndarray, layers: int, heads: int, T: int, where: str = "schedule") -> np.ndarray:
+    """A whole-model schedule ``(layers, heads, T)`` of drop vectors, each checked (:func:`check_drop`)."""
+    drops = np.asarray(drops)
+    if drops.shape != (layers, heads, T):
+        raise ScheduleError(f"{where}: shape {drops.shape}, expected (layers, KV heads, T) = {(layers, heads, T)}")
+    out = np.empty(drops.shape, dtype=np.int64)
+    for layer in range(layers):
+        for h in range(heads):
+            out[layer, h] = check_drop(drops[layer, h], f"{where}, layer {layer} KV head {h}")
+    return out
+
+
+__all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "drop_from_evictions", "drop_from_keep",
+           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "resident_counts",
+           "resident_mask", "resident_sets"]

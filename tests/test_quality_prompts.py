@@ -1,0 +1,57 @@
+"""The built-in retrieval prompts (realtrace.quality.prompts): pure Python, sized here with a stand-in tokenizer
+(whitespace words), so no model is needed."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pytest
+
+from kvcore.errors import ParameterError
+from realtrace.quality.prompts import DEFAULT, build, parse_name
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_needle_prompt_states_three_codes_in_depth_order_and_asks_one():
+    for name, asked in (("needle-600-d10", 0), ("needle-600-d50", 1), ("needle-900-d90", 2)):
+        p = build(name, words)
+        text = p.text
+        found = re.findall(r"The code for the (\w+) locker is (\d{4})\.", text)
+        assert len(found) == 3 and len({c for c, _ in found}) == 3 and len({d for _, d in found}) == 3
+        colour, code = found[asked]
+        assert p.answer == f" {code}"
+        assert text.endswith(f"Answer: The code for the {colour} locker is")
+        # the needles sit after about 10%, 50% and 90% of the prose (paragraphs are not split)
+        prose = sum(len(t) for n, t in p.parts if n.startswith("text_"))
+        before = [sum(len(t) for n, t in p.parts[:i] if n.startswith("text_"))
+                  for i, (n, _) in enumerate(p.parts) if n.startswith("needle_")]
+        assert np.allclose(np.array(before) / prose, [0.1, 0.5, 0.9], atol=0.08), before
+        assert sum(words(t) for _, t in p.parts) + words(p.answer) <= int(name.split("-")[1])
+
+
+def test_kv_prompt_asks_the_right_line():
+    p = build("kv-30-7", words)
+    lines = p.parts[1][1].splitlines()
+    assert len(lines) == 30 and len(set(lines)) == 30
+    who, room = re.match(r"(.+) is staying in room (\d{4})\.", lines[6]).groups()
+    assert p.answer == f" {room}" and p.text.endswith(f"Answer: {who} is staying in room")
+    assert len({re.match(r"(.+) is staying", ln).group(1) for ln in lines}) == 30
+
+
+def test_prompts_are_deterministic_and_distinct():
+    a, b = build("needle-700-d50", words), build("needle-700-d50", words)
+    assert a == b
+    assert build("needle-700-d10", words).text != a.text  # another prompt: other codes, other filler
+    assert len({build(n, words).answer for n in DEFAULT}) == len(DEFAULT)
+
+
+def test_bad_names_are_one_line_errors():
+    for bad in ("needle-100-d10", "needle-500-d30", "kv-3-4", "haystack", "needle-500"):
+        with pytest.raises(ParameterError) as exc:
+            build(bad, words)
+        assert "\n" not in str(exc.value)
+    assert parse_name("kv-64-64") == ("kv", 64, 64)

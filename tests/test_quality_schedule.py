@@ -1,0 +1,116 @@
+"""Schedules and masks of the quality replay (realtrace.quality.schedule): pure numpy, no torch."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kvcore.engine import run_nm
+from kvcore.measure import schedule_regret
+from kvcore.optima import nm_opt
+from kvcore.traces import AttentionTrace
+from policies import make
+from realtrace.quality.schedule import (ScheduleError, check_capacity, check_drop, check_schedule, drop_from_evictions,
+                                        drop_from_keep, drop_from_resident, evictions_from_drop, first_drop,
+                                        resident_counts, resident_mask, resident_sets)
+
+# a hand-worked schedule over T = 5: position 0 dropped at step 2, position 2 at step 3, position 4 on arrival
+EVICTIONS = [(2, 0), (3, 2), (4, 4)]
+DROP = [2, 5, 3, 5, 4]
+RESIDENT = [{0}, {0, 1}, {1, 2}, {1, 3}, {1, 3}]
+
+
+def random_trace(rng: np.random.Generator, T: int) -> AttentionTrace:
+    """Dense causal rows (every position of every row stored), each a softmax of random scores."""
+    indptr, indices, weights = [0], [], []
+    for t in range(T):
+        w = rng.dirichlet(np.full(t + 1, 0.3))
+        indices += list(range(t + 1))
+        weights += w.tolist()
+        indptr.append(len(indices))
+    return AttentionTrace(np.array(indptr), np.array(indices), np.array(weights), None, "random")
+
+
+def random_drop(rng: np.random.Generator, T: int) -> np.ndarray:
+    """Any valid drop vector: position i is dropped at a step in i..T (T = never)."""
+    return np.array([rng.integers(i, T + 1) for i in range(T)], dtype=np.int64)
+
+
+def test_hand_worked_schedule_in_every_form():
+    drop = drop_from_evictions(EVICTIONS, 5)
+    assert drop.tolist() == DROP
+    assert [set(r.tolist()) for r in resident_sets(drop)] == RESIDENT
+    assert resident_counts(drop).tolist() == [1, 2, 2, 2, 2]
+    keep = resident_mask(drop)
+    # query 4 does not see position 4 (dropped on arrival) nor 0 and 2 (dropped before)
+    assert keep[4].tolist() == [False, True, False, True, False]
+    assert keep[1].tolist() == [True, True, False, False, False]  # position 0 still there at step 1
+    assert resident_mask(drop, range(3, 5)).tolist() == keep[3:].tolist()
+    assert evictions_from_drop(drop) == EVICTIONS
+    assert drop_from_resident(RESIDENT).tolist() == DROP
+    assert first_drop(np.array([[drop, np.full(5, 5)]])) == 2
+
+
+def test_round_trips_on_random_schedules():
+    rng = np.random.default_rng(0)
+    for T in (1, 2, 7, 40):
+        for _ in range(20):
+            drop = random_drop(rng, T)
+            assert drop_from_evictions(evictions_from_drop(drop), T).tolist() == drop.tolist()
+            assert drop_from_keep(resident_mask(drop)).tolist() == drop.tolist()
+            assert drop_from_resident(resident_sets(drop)).tolist() == drop.tolist()
+            assert resident_counts(drop).tolist() == resident_mask(drop).sum(axis=1).tolist()
+
+
+def test_mask_charges_exactly_the_nm_regret():
+    """Eq. 4 from the mask (the mass of row t outside R_t) equals kvcore.measure.schedule_regret of the same schedule,
+    and an off-by-one mask (positions still visible on the step they are dropped) does not."""
+    rng = np.random.default_rng(1)
+    T = 30
+    tr = random_trace(rng, T)
+    dense = np.zeros((T, T))
+    for t, idx, w in tr.rows():
+        dense[t, idx] = w
+    for _ in range(10):
+        drop = random_drop(rng, T)
+        expected = schedule_regret(tr, evictions_from_drop(drop))
+        lost = (dense * ~resident_mask(drop)).sum(axis=1)
+        assert np.allclose(lost, expected, atol=1e-12)
+        late = (dense * ~resident_mask(np.minimum(drop + 1, T))).sum(axis=1)
+        if (drop < T).any():
+            assert not np.allclose(late, expected, atol=1e-12)
+
+
+def test_optimum_and_engine_schedules_convert_and_respect_the_budget():
+    rng = np.random.default_rng(2)
+    T, k = 40, 6
+    tr = random_trace(rng, T)
+    opt = nm_opt(tr, k, record=True)
+    drop = drop_from_evictions(opt.evictions, T)
+    check_capacity(drop, k)
+    assert schedule_regret(tr, evictions_from_drop(drop)).sum() == pytest.approx(opt.cost, abs=1e-9)
+    res = run_nm(make("H2O"), tr, k, record=True)
+    drop = drop_from_evictions(res.evictions, T)
+    check_capacity(drop, k)
+    assert resident_counts(drop)[k:].tolist() == [k] * (T - k)  # a lazy policy keeps its cache full
+    with pytest.raises(ScheduleError, match=f"more than the budget {k - 1}"):
+        check_capacity(drop, k - 1)
+
+
+def test_a_refetch_or_a_future_position_is_refused_in_one_line():
+    with pytest.raises(ScheduleError, match="evicted at steps 1 and 3: .* NM has no refetch") as exc:
+        drop_from_evictions([(1, 0), (3, 0)], 5)
+    assert "\n" not in str(exc.value)
+    with pytest.raises(ScheduleError, match="only after it arrived"):
+        drop_from_evictions([(1, 2)], 5)
+    with pytest.raises(ScheduleError, match="absent at step 1 and resident again at step 2"):
+        drop_from_resident([{0}, {1}, {0, 1, 2}])
+    with pytest.raises(ScheduleError, match="before it arrives"):
+        drop_from_resident([{0, 1}, {0, 1}])
+    with pytest.raises(ScheduleError, match="outside 0..2"):
+        drop_from_resident([{0}, {0, 1}, {3}])
+    with pytest.raises(ScheduleError, match="position 1 is dropped at step 0"):
+        check_drop(np.array([3, 0, 3]))
+    with pytest.raises(ScheduleError, match="shape"):
+        check_schedule(np.zeros((2, 3, 4), dtype=np.int64), 2, 3, 5)
+    assert check_schedule(np.full((2, 3, 4), 4), 2, 3, 4).dtype == np.int64
