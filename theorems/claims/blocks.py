@@ -64,7 +64,7 @@ def _by_reading(v: dict, shown: dict[str, dict[str, bool]]) -> dict[str, str]:
        "optimum near 0.05 (55.96% at 32 GiB, against 37.20% at 0.5 and 24.44% at 0.001), and does not converge onto "
        "LFU as alpha goes to 0.", sizes=STUDY_SIZES)
 def alpha_optimum(ctx: Context) -> Computed:
-    s = block_study(ctx.profile.name)
+    s = block_study(ctx.profile.name, ctx.sizes)
     workloads = {}
     for name, w in s["workloads"].items():
         if not w["alpha_sweep"]:
@@ -181,7 +181,7 @@ def alpha_optimum_decide(v: dict, e: dict) -> Decision:
        "points) and small alpha (+24.85 at 0.01) far more than alpha = 0.15 (-0.21), by more than the spread "
        "between policies.", sizes=STUDY_SIZES)
 def persistent_state(ctx: Context) -> Computed:
-    s = block_study(ctx.profile.name)
+    s = block_study(ctx.profile.name, ctx.sizes)
     workloads = {}
     for name, w in s["workloads"].items():
         if not w["persistence"]:

@@ -149,9 +149,9 @@ def gda_trace_decide(v: dict, e: dict) -> Decision:
        sizes={"traces": (4, 16)})
 def gda_unification(ctx: Context) -> Computed:
     rng = np.random.default_rng(5)
-    checked = {}
+    checked, compared = {}, {}
     for rec in UNIFICATION:
-        same = True
+        same, n = True, 0
         for _ in range(ctx.sizes["traces"]):
             rows = []
             for t in range(60):
@@ -167,7 +167,8 @@ def gda_unification(ctx: Context) -> Computed:
             b = run(policies.make(rec["equivalent"], **rec["equivalent_params"]), tr, k, model=rec["model"],
                     theta=0.3, record=True)
             same &= a.evictions == b.evictions
-        checked[rec["label"]] = same
+            n += len(a.evictions)
+        checked[rec["label"]], compared[rec["label"]] = same, n
     # Eq. 11 with a positive weight is not a decayed accumulation: the hand-worked 4-row trace of
     # tests/test_gda_unification.py (k = 2): unit-weight GD-A drops token 0 at step 3, DecayedACC the arrival
     rows = AttentionTrace.from_rows([{0: 1.0}, {0: 0.5, 1: 0.5}, {0: 0.005, 1: 0.995}, {3: 1.0}])
@@ -176,7 +177,7 @@ def gda_unification(ctx: Context) -> Computed:
     decayed_acc = run(policies.make("DecayedACC", gamma=0.9, protect_arrival=False), rows, 2, model="nm",
                       record=True).evictions
     return Computed(
-        {"equivalent_on_seeded_traces": checked, "third_row_weight": UNIFICATION[2]["gda_params"].get("weight"),
+        {"equivalent_on_seeded_traces": checked, "evictions_compared": compared, "third_row_weight": UNIFICATION[2]["gda_params"].get("weight"),
          "unit_weight_decayed_row": {"gda_evictions": positive, "decayed_acc_evictions": decayed_acc,
                                      "equal": positive == decayed_acc},
          "settings": [{"label": r["label"], "gda_params": {k: str(x) for k, x in r["gda_params"].items()},

@@ -109,10 +109,12 @@ class Claim:
     def sizes_at(self, profile: Profile) -> dict[str, Any]:
         return {name: pair[1 if profile.name == "full" else 0] for name, pair in self.sizes.items()}
 
-    def run(self, ctx: Context) -> ClaimResult:
+    def run(self, ctx: Context, sizes: dict[str, Any] | None = None) -> ClaimResult:
+        """Compute and decide at the profile's sizes, or at ``sizes`` (a test's second input: the values must move
+        with it, tests/test_claim_inputs.py)."""
         if self.decide is None:
             raise TypeError(f"claim {self.id!r} has no decide function (register one with @decides)")
-        c = self.compute(dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile)))
+        c = self.compute(dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile) if sizes is None else sizes))
         values, expected = to_jsonable(c.values), to_jsonable(c.expected)
         d = self.decide(values, expected)
         return ClaimResult(d.verdict, d.summary, values, expected, to_jsonable(c.evidence), d.correction,

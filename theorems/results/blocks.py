@@ -369,9 +369,14 @@ def run_block_study(profile: str | StudyProfile = "quick",
     }
 
 
-def block_study(profile_name: str) -> dict:
-    """:func:`run_block_study` at a run profile's size (quick unless the profile is full), computed once per run:
-    the seed-002 claims and figure read the same one."""
+def block_study(profile_name: str, sizes: dict | None = None) -> dict:
+    """:func:`run_block_study` at a run profile's size (quick unless the profile is full) or at ``sizes`` (the
+    claims' declared ``serving_steps``, ``anchored_steps``, ``seeds``), computed once per run: the seed-002 claims
+    and figure read the same one.  Sizes equal to the profile's are the profile, so the figure shares the run."""
     from ..tables import cached
 
-    return cached(run_block_study, profile="full" if profile_name == "full" else "quick")
+    profile = PROFILES["full" if profile_name == "full" else "quick"]
+    if sizes is None or all(getattr(profile, k) == v for k, v in sizes.items()):
+        return cached(run_block_study, profile=profile.name)
+    resized = StudyProfile(**{**asdict(profile), **sizes, "name": f"{profile.name}, resized"})
+    return cached(run_block_study, profile=resized)
