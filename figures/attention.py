@@ -129,8 +129,8 @@ def fig9_notes(data: dict | None) -> list[str]:
         "data, the toolkit's generator (token t arrives at step t).  Vertical lines: the arrivals and the first "
         "eviction.  Right: the scores an accumulation policy ranks by, D_i(t) = sum_{s<=t} gamma^(t-s) a[s,i], "
         f"undecayed (gamma = 1, ACC) and decayed (default gamma = {FIG9_GAMMA}), as the policy observes them: the "
-        "evicted token is never observed again in the no-refetch model, so its score freezes (dotted: what it "
-        "would have been if observed).  The sentences below the figure read the scores at the eviction.", number=9,
+        "evicted token is never observed again in the no-refetch model, so its undecayed score freezes and its "
+        "decayed score only fades (dotted: what the undecayed score would have been if observed).  The sentences below the figure read the scores at the eviction.", number=9,
         notes=fig9_notes)
 def fig9(data: dict | None = None):
     """Decoy/sleeper profiles and their accumulated scores.

@@ -272,6 +272,12 @@ def test_needles_capture_is_independent_of_block_size(tmp_path):
     assert [man["token_text"][i] for i in range(*seg["code"])] and "8" in "".join(
         man["token_text"][i] for i in range(*seg["code"]))
     assert man["capture"]["python"] and len(man["capture"]["prompt_sha256"]) == 64
+    # the same rows and kept entries; the weights equal to float32 rounding: blocks of 7 and 64 rows give BLAS
+    # different matmul shapes, so sums run in another order (at most ~T float32 ulps of 1; Higham, Accuracy and
+    # Stability of Numerical Algorithms, SIAM 2002, Sec. 4.2; measured 1.6e-7)
+    tol = ta.T * np.finfo(np.float32).eps
     for name in ta.names():
-        for f in ("indptr", "indices", "weights", "residual"):
+        for f in ("indptr", "indices"):
             assert np.array_equal(getattr(ta.traces[name], f), getattr(tb.traces[name], f)), (name, f)
+        for f in ("weights", "residual"):
+            assert np.abs(getattr(ta.traces[name], f) - getattr(tb.traces[name], f)).max() <= tol, (name, f)
