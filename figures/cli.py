@@ -25,7 +25,8 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     out = Path(args.out)
-    if out.resolve() == PACKAGE_DIR:
+    if out.resolve() == PACKAGE_DIR or (out / "catalogue.py").is_file():
+        # the second test also covers another checkout's figures/ (an editable install elsewhere)
         raise ParameterError("OUT_DIR must not be figures/ itself: python -m paper_check writes the figures there "
                              "with their measured overlays")
     try:
