@@ -19,14 +19,18 @@ a run's files staged and moved together), so an interrupted command leaves every
 
 Once a command has been interrupted, a second SIGINT (or one that a C extension delivered late) must not turn the
 exit status 130 into death by signal during interpreter shutdown: :func:`finish` ignores SIGINT before exiting.
+A Ctrl-C that lands while Python runs a finalizer or a weakref callback is "unraisable": Python would print a
+traceback and carry on as if nothing happened; :func:`entry` re-delivers it to the main thread instead.
 """
 
 from __future__ import annotations
 
+import _thread
 import argparse
 import os
 import signal
 import sys
+import threading
 from dataclasses import dataclass
 from typing import Callable
 
@@ -115,11 +119,29 @@ def interrupted(prog: str) -> int:
 def entry(prog: str, load: Callable[[], Callable[[], int]]) -> None:
     """The body of a ``__main__`` module: ``load()`` imports the command (so Ctrl-C during the imports is caught
     too) and returns its ``main``; the process exits with its status through :func:`finish`."""
+    sys.unraisablehook = _redeliver_interrupt(sys.unraisablehook)
     try:
         code = load()()
     except KeyboardInterrupt:
         code = interrupted(prog)
     finish(code)
+
+
+def _redeliver_interrupt(previous):
+    """An unraisable-exception hook: a KeyboardInterrupt swallowed in a finalizer or weakref callback (seen in a
+    Ctrl-C test: the main job printed the traceback and finished with exit 0) is raised again in the main thread,
+    where it ends the command as any Ctrl-C does; everything else goes to ``previous``."""
+
+    def hook(unraisable):
+        if unraisable.exc_type is not None and issubclass(unraisable.exc_type, KeyboardInterrupt):
+            # from another thread, a moment later: raised inside the hook it would be swallowed again
+            timer = threading.Timer(0.01, _thread.interrupt_main)
+            timer.daemon = True
+            timer.start()
+            return
+        previous(unraisable)
+
+    return hook
 
 
 def finish(code: int) -> None:

@@ -179,3 +179,33 @@ def test_empty_trace_is_refused(tmp_path):
     np.save(tmp_path / "e.npy", np.array([], dtype=np.int64))
     code, _, err = run_cli("simulate", "--policy", "LRU", "-k", "2", tmp_path / "e.npy")
     assert is_one_line_error(code, err, "empty"), err
+
+
+SWALLOWED_INTERRUPT = """
+import weakref
+from kvcore.command import entry
+
+class Token:
+    pass
+
+def main():
+    token = Token()
+    def finalizer(_):
+        raise KeyboardInterrupt  # as a Ctrl-C that arrives while Python runs a weakref callback
+    ref = weakref.ref(token, finalizer)
+    del token
+    for _ in range(10 ** 7):
+        pass
+    print("finished")
+    return 0
+
+entry("probe", lambda: main)
+"""
+
+
+def test_a_ctrl_c_swallowed_by_a_finalizer_still_ends_the_command():
+    """Python reports a KeyboardInterrupt raised in a finalizer as "Exception ignored ..." with a traceback and
+    carries on (seen: the main job finished with exit 0 after a Ctrl-C); kvcore.command.entry delivers it again."""
+    p = subprocess.run([sys.executable, "-c", SWALLOWED_INTERRUPT], cwd=ROOT, capture_output=True, text=True,
+                       timeout=60)
+    assert (p.returncode, p.stdout, p.stderr) == (130, "", "probe: interrupted\n"), (p.returncode, p.stderr[-500:])
