@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch", reason="the recorder hooks torch tensors (the [real] extra)")

@@ -17,12 +17,14 @@ from tests.command_line import ROOT, run_module
 README = ROOT / "README.md"
 # modules whose command lines the README documents, and their subcommands
 SUBCOMMANDS = {
-    "paper_check": {"list", "figure", "claim", "simulate", "fuzz", "capture", "press", "policies"},
+    "paper_check": {"list", "figure", "claim", "simulate", "fuzz", "capture", "press", "quality", "policies"},
     "realtrace": {"capture", "report", "press", "study"},
     "verify": set(),
     "figures": set(),
     "bench": set(),
     "tests.test_figure_layout": set(),
+    "realtrace.quality": set(),
+    "realtrace.quality.bench": set(),
 }
 SKIPPED = {"pip", "pytest"}
 
