@@ -268,3 +268,32 @@ def test_positive_controls(lm):
         pred = full_cache_answer(lm, moved + new_answer.tolist(), p.n_prompt)
         assert not answer_right(pred, answer), p.name
         assert (pred == new_answer).sum() > (pred == answer).sum(), (p.name, pred, answer, new_answer)
+
+
+@pytest.mark.parametrize("press_name", ["TOVA", "Knorm", "SnapKV"])
+def test_press_fan_out_records_what_the_press_keeps_alone(lm, press_name):
+    """One prefill shared by several (press, budget) pairs gives each the schedule of that press run alone through
+    the bridge's recorder (realtrace.press.recorder.run_press), per layer and KV head."""
+    pytest.importorskip("kvpress", reason="presses need the [kvpress] extra")
+    from realtrace.press.recorder import run_press
+    from realtrace.press.registry import PRESSES, build_press, ratio_for_budget
+    from realtrace.press.schedule import replay as replay_record
+    from realtrace.quality.replay import trace_pass
+    from realtrace.quality.run import tokenize_prompts
+
+    L, H = shape(lm)
+    p = tokenize_prompts(["kv-24-12"], lm.tokenizer)[0]
+    ids, n_prompt = list(p.ids), p.n_prompt
+    spec = PRESSES[press_name.lower()]
+    budgets = (16, 48)
+    fan = [(f"{press_name}@{k}", build_press(spec, ratio_for_budget(n_prompt, k), False, 1, None), spec.headwise)
+           for k in budgets] + [("StreamingLLM@16", build_press(PRESSES["streamingllm"],
+                                                                ratio_for_budget(n_prompt, 16), False, 1, None),
+                                 False)]
+    _, drops = trace_pass(lm, ids, n_prompt, H, 8, fan)
+    for k in budgets:
+        alone = build_press(spec, ratio_for_budget(n_prompt, k), False, 1, None)
+        record = run_press(lm, alone, ids, n_prompt)[0]
+        want = np.array([[replay_record(record, layer, g).drop for g in range(H)] for layer in range(L)])
+        got = drops[f"{press_name}@{k}"]
+        assert got.shape == want.shape and np.array_equal(got, want), (press_name, k, np.argwhere(got != want)[:5])

@@ -184,21 +184,26 @@ def register(transformers) -> None:
 
 
 class _Active:
-    """``with _Active(lm, impl, pass_)``: the model runs with attention implementation ``impl`` served by ``pass_``."""
+    """``with _Active(lm, impl, pass_)``: the model runs with attention implementation ``impl`` served by ``pass_``,
+    and with the one it had before afterwards (left switched, a later plain forward -- a press run alone -- would call
+    a pass that is no longer there)."""
 
     def __init__(self, lm, impl: str, pass_):
         self.lm, self.impl, self.pass_ = lm, impl, pass_
+        self.previous = None
 
     def __enter__(self):
         if _ACTIVE:
             raise RuntimeError("a quality pass is already running in this process")
         register(self.lm.transformers)
+        self.previous = self.lm.model.config._attn_implementation
         self.lm.model.set_attn_implementation(self.impl)
         _ACTIVE.append(self.pass_)
         return self.pass_
 
     def __exit__(self, *exc):
         _ACTIVE.clear()
+        self.lm.model.set_attn_implementation(self.previous)
 
 
 def causal_bias(torch, start: int, n_keys: int):
@@ -329,7 +334,7 @@ class PressFanOut:
     snapshots, and repeats for the next press; the cache is left uncompressed.  A head-wise press (AdaKV) gets no
     attention weights, as under the ``sdpa`` attention the bridge runs it with; its mask is cleared after each
     layer, so no later pass inherits it.  The result per press is exactly what :func:`realtrace.press.recorder.run_press`
-    records for that press alone (a test compares)."""
+    records for that press alone (tests/test_quality_replay.py compares TOVA, Knorm and SnapKV at two budgets)."""
 
     def __init__(self, lm, cache, presses: list[tuple[str, Any, bool]]):
         from ..press.recorder import Recorder
