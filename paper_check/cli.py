@@ -52,8 +52,8 @@ OPT_NAMES = {"opt", "belady"}
 def cmd_simulate(args) -> int:
     from kvcore.measure import measure, ratio
     from kvcore.optima import optimum
-    from kvcore.traces import AttentionTrace
     from kvcore.trace_files import load_trace
+    from kvcore.traces import AttentionTrace
 
     import policies
 

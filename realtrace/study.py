@@ -48,8 +48,8 @@ import numpy as np
 
 from kvcore.errors import ParameterError
 from kvcore.numbers import integer, real
-from kvcore.traces import AttentionTrace
 from kvcore.trace_files import load_trace
+from kvcore.traces import AttentionTrace
 
 from . import analysis as an
 from .traceset import MANIFEST, load_traceset

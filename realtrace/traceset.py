@@ -24,8 +24,8 @@ from pathlib import Path
 
 from kvcore.atomic import write_text
 from kvcore.errors import TraceError
-from kvcore.traces import AttentionTrace
 from kvcore.trace_files import load_trace, save_trace
+from kvcore.traces import AttentionTrace
 
 FORMAT = "kvtrace-set/1"
 MANIFEST = "manifest.json"

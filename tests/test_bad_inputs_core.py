@@ -15,8 +15,8 @@ import policies
 from kvcore.engine import NMSimulator, RMSimulator, run, run_nm, run_rm
 from kvcore.errors import ContractViolation, TraceError
 from kvcore.optima import belady
-from kvcore.traces import AttentionTrace, PagingTrace
 from kvcore.trace_files import load_trace
+from kvcore.traces import AttentionTrace, PagingTrace
 from policies.base import Policy
 
 

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from kvcore.optima import belady
-from kvcore.traces import AttentionTrace, PagingTrace
 from kvcore.trace_files import save_trace
+from kvcore.traces import AttentionTrace, PagingTrace
 from paper_check.cli import main
 from tests.command_line import ROOT, is_one_line_error, run_module
 

@@ -15,8 +15,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kvcore.traces import AttentionTrace, PagingTrace
 from kvcore.trace_files import save_trace
+from kvcore.traces import AttentionTrace, PagingTrace
 from paper_check.cli import COMMAND
 from tests.command_line import ROOT, is_one_line_error, run_module
 

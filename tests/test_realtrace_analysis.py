@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from kvcore.errors import ParameterError, TraceError
-from kvcore.traces import ROW_SUM_TOL, AttentionTrace
 from kvcore.trace_files import load_trace
+from kvcore.traces import ROW_SUM_TOL, AttentionTrace
 from realtrace import COMMITTED, load_default_traces, load_traceset
 from realtrace import analysis as an
 from realtrace.experiments import block_requests, block_trace, section11_windows

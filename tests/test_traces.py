@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from kvcore.errors import ParameterError, TraceError
-from kvcore.traces import AttentionTrace, PagingTrace, recompute_weights, rm_requests_from_attention
 from kvcore.trace_files import load_trace, save_trace
+from kvcore.traces import AttentionTrace, PagingTrace, recompute_weights, rm_requests_from_attention
 
 
 def _error(path, *parts):

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from kvcore.atomic import write_text
 from kvcore.errors import ParameterError, TraceError
-from kvcore.traces import PagingTrace
 from kvcore.trace_files import save_trace
+from kvcore.traces import PagingTrace
 
 from .check import describe_trace
 from .report import POLICY_FINDINGS, FuzzReport
