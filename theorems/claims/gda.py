@@ -189,22 +189,28 @@ def gda_unification(ctx: Context) -> Computed:
 @decides("gda-unification", flips={
     "a setting differs from its system": (lambda v: edit(v, "equivalent_on_seeded_traces", lambda c: {
         k: (False if i == 0 else x) for i, (k, x) in enumerate(c.items())}), "refuted"),
-    "unit weights already give the decayed row": (lambda v: edit(v, "unit_weight_decayed_row/equal", True), "holds")})
+    "unit weights already give the decayed row": (lambda v: edit(v, "unit_weight_decayed_row/equal", True), "holds"),
+    "a setting evicted nothing": (lambda v: edit(v, "evictions_compared", lambda c: {**c, next(iter(c)): 0}),
+                                  "not-checkable")})
 def gda_unification_decide(v: dict, e: dict) -> Decision:
     """Universal per row ("GD-A at this setting *is* that system"): refuted when any registered setting makes
     different evictions from its system on a seeded trace.  Holds when all three match with a positive weight;
     holds-with-correction when the decayed-H2O row needs weight 0 -- credits inert, so Theorem 3 says nothing about
     it -- because with unit weights (the reading the paper's Eq. 11 gives) GD-A and DecayedACC evict differently."""
-    checked = v["equivalent_on_seeded_traces"]
+    checked, compared = v["equivalent_on_seeded_traces"], v["evictions_compared"]
     ok = all(checked.values())
     needs_zero = not v["unit_weight_decayed_row"]["equal"]
     verdict = ("holds-with-correction" if needs_zero else "holds") if ok else "refuted"
+    if ok and not all(compared.values()):  # equal because nothing was evicted: no evidence either way
+        verdict = "not-checkable"
     u = v["unit_weight_decayed_row"]
     return Decision(
         verdict,
-        "Eviction-for-eviction equal on seeded traces: " + ", ".join(f"{k}: {x}" for k, x in checked.items())
+        "Eviction-for-eviction equal on seeded traces: "
+        + ", ".join(f"{k}: {x} ({compared[k]} evictions compared)" for k, x in checked.items())
         + f".  With unit weights on the 4-row trace GD-A evicts {u['gda_evictions']} and DecayedACC "
-          f"{u['decayed_acc_evictions']}.",
+          f"{u['decayed_acc_evictions']}."
+        + "".join(f"  Evidence missing for {k}: no eviction was compared." for k, n in compared.items() if not n),
         correction=None if verdict != "holds-with-correction" else
         f"The decayed-H2O row holds only with weight = {v['third_row_weight']} (credits inert, the tie-break decides), "
         "where Theorem 3's bound says nothing; with a positive weight Eq. 11 is not a decayed accumulation.")
