@@ -303,3 +303,35 @@ def test_empty_traces_cost_nothing():
                future_mass_heuristic(attention, 1)] + [f(t, 1, solver=s) for f, t in ((rm_opt, paging),
                                                                                   (nm_opt, attention)) for s in SOLVERS]
     assert [(r.cost, r.misses) for r in results] == [(0.0, 0)] * len(results)
+
+
+def _next_use(items: list[int], t: int, item: int) -> int:
+    """Step of ``item``'s next request after step ``t`` (``len(items)`` for never again)."""
+    return next((s for s in range(t + 1, len(items)) if items[s] == item), len(items))
+
+
+@given(paging_instances(max_steps=40, max_items=8, unit=True))
+def test_belady_evicts_furthest_and_breaks_never_again_ties_toward_the_smaller_id(inst):
+    """The tie rule of :func:`kvcore.optima.belady`'s docstring, checked eviction by eviction against a plain replay:
+    the victim's next request is the furthest of the resident items', and when several resident items are never
+    requested again the victim is the smallest of their ids."""
+    trace, h = inst
+    items = trace.items.tolist()
+    evictions = dict(belady(trace, h, record=True).evictions)
+    resident: set[int] = set()
+    for t, p in enumerate(items):
+        if p in resident:
+            continue
+        if len(resident) == h:
+            nxt = {q: _next_use(items, t, q) for q in resident}
+            furthest = max(nxt.values())
+            candidates = sorted(q for q, s in nxt.items() if s == furthest)
+            assert evictions[t] == candidates[0], (t, nxt, evictions[t])
+            resident.remove(evictions[t])
+        resident.add(p)
+
+
+def test_belady_never_again_tie_on_a_hand_trace():
+    """``5 3 7 1``, h = 2: at step 2 both residents (5, 3) are never requested again -> 3 goes; at step 3 (5, 7)
+    -> 5 goes."""
+    assert belady(PagingTrace.unit([5, 3, 7, 1]), 2, record=True).evictions == [(2, 3), (3, 5)]
