@@ -5,12 +5,19 @@ fixed fault cost and credits rise only on requests (the defaults: weight = fault
 * hypothesis: weighted, multi-request paging traces with one cost per item, every h <= k, against ``rm_opt``;
 * hypothesis: RM traces built from attention (``rm_requests_from_attention``) with their rows observed, arrivals
   charged their recompute weight;
-* the readings that break it: free arrivals (SPEC's RM: OPT = 0 < GD-A on decoy-and-sleeper), the paper's
-  literal "refresh when attended" (``rm_attention_refresh=True``: T faults against Belady's 3), and fault costs
-  that change between an item's requests (an 11-request trace, k = h = 2: GD-A 40, OPT 4);
+* the paper's own RM, exhaustively (``thm3_paper_model_search``): every request sequence to a small depth, every
+  h <= k, the paper's refresh-on-attention rule, the default, Landlord under every tie-break and the worst lazy
+  policy -- no violation; each worst case's optimum equals ``rm_opt``; the same search with free arrivals (the
+  positive control) finds violations;
+* the toolkit's SPEC RM, a different model, where the bound fails: free arrivals (OPT = 0 < GD-A on
+  decoy-and-sleeper), a refresh by attention below the request threshold on requests unrelated to attention
+  (``rm_attention_refresh=True``: T faults against Belady's 3), and fault costs that change between an item's
+  requests (an 11-request trace, k = h = 2: GD-A 40, OPT 4);
 * gda-trace: on decoy-and-sleeper GD-A keeps the sleeper only in RM with one sleeper pair; in NM it drops it;
 * gda-cost: heap pops per eviction do not grow with k; at most one O(1) rent update per eviction.
 """
+
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -24,8 +31,9 @@ from kvcore.formulas import landlord_bound
 from kvcore.optima import brute_rm, rm_opt
 from adversary import varying_cost_counterexample
 from kvcore.measure import measure, ratio, within
-from theorems.results.gda import (charged_arrivals, gda_cost_table, gda_trace_table, thm3_attention_table,
-                                  thm3_counterexamples)
+from kvcore.traces import PagingTrace
+from theorems.results.gda import (charged_arrivals, gda_cost_table, gda_trace_table, opt_dp_step, paper_rm_weights,
+                                  thm3_attention_table, thm3_counterexamples, thm3_paper_model_search)
 
 
 @given(trace=item_cost_paging_traces(max_items=6, max_steps=30, max_per_step=2), k=st.integers(2, 4),
@@ -51,6 +59,37 @@ def test_bound_on_rm_traces_from_attention(tr, k, data):
 def test_bound_on_seeded_attention_traces():
     table = thm3_attention_table(ks=(4, 6, 8), T=150, seeds=2)
     assert table.rows and table.holds, table.explain()
+
+
+def test_no_sequence_of_the_papers_model_breaks_the_bound():
+    """Exhaustive: every sequence of depth <= 5 (k = 2) and <= 4 (k = 3), both weight families.  Each row's worst
+    sequence is replayed against the exact flow optimum: the search's own DP must agree with it."""
+    table = thm3_paper_model_search(depths=((2, 5), (3, 4)))
+    assert table.rows and table.holds, table.explain()
+    assert all(r.params["gda_above_every_tie_break"] == 0 for r in table.rows)   # the engine's GD-A is a tie-break
+    assert {(r.k, r.h) for r in table.rows} == {(2, 1), (2, 2), (3, 1), (3, 2), (3, 3)}
+    for r in table.rows:
+        steps = r.params["worst_sequence"]
+        w = paper_rm_weights(r.params["weights"], len(steps))
+        trace = PagingTrace.from_steps(steps, [[float(w[i]) for i in q] for q in steps])
+        assert rm_opt(trace, r.h).cost == r.opt_cost, (r.policy, r.k, r.h, steps)
+        assert r.alg_cost <= r.bound * r.opt_cost
+        if r.h == r.k:   # step t costs at most k w_t, and every optimum pays w_t for the arrival
+            assert r.alg_cost <= r.k * sum(float(w[t]) for t in range(len(steps)))
+
+
+@given(trace=item_cost_paging_traces(max_items=6, max_steps=12, max_per_step=2), h=st.integers(2, 3))
+def test_the_searchs_optimum_dp_equals_the_flow_optimum(trace, h):
+    dp = {frozenset(): Fraction(0)}
+    for _, items, costs in trace.steps():
+        dp = opt_dp_step(dp, frozenset(items.tolist()), dict(zip(items.tolist(), map(Fraction, costs.tolist()))), h)
+    assert float(min(dp.values())) == rm_opt(trace, h).cost
+
+
+def test_the_search_finds_violations_when_arrivals_are_free():
+    control = thm3_paper_model_search(depths=((2, 4),), families=("spec",), free_arrivals=True)
+    hit = [r for r in control.rows if not r.holds]
+    assert hit and all(r.opt_cost == 0.0 < r.alg_cost for r in hit)
 
 
 def test_free_arrivals_and_literal_refresh_break_the_literal_statement():

@@ -11,14 +11,17 @@ literal statement.
 
 from __future__ import annotations
 
+import copy
 import math
+from fractions import Fraction
+from itertools import combinations
 
 import numpy as np
 
 import policies
 from adversary import (decoy_and_sleeper, decoy_and_sleeper_rm, persistent_attention,
                        unrequested_refresh_counterexample, varying_cost_counterexample, zipf_focus_attention)
-from kvcore.engine import run, run_nm, run_rm
+from kvcore.engine import RMSimulator, run, run_nm, run_rm
 from kvcore.formulas import landlord_bound
 from kvcore.measure import measure, ratio, within
 from kvcore.optima import belady, nm_opt, rm_opt
@@ -147,4 +150,161 @@ def gda_cost_table(ks=(16, 128, 1024), T: int = 3000, seed: int = 1) -> Table:
         table.add(Row(table.result, "GD-A", "nm", "zipf_focus", k, k, ops["heap_pops"] / ev, 0.0, math.nan,
                       2.0 + (ops["updates"] + ops["admissions"]) / ev, ok,
                       params={**ops, "rent_per_eviction": ops["rent"] / ev, "T": T}))
+    return table
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Theorem 3 inside the paper's own recompute model: an exhaustive search
+# ---------------------------------------------------------------------------------------------------------------------
+
+PAPER_THETA = 0.1   # the request (= refresh) threshold of the paper's RM; rows below put 1/|Q_t| >= it on each request
+
+
+def paper_rm_weights(family: str, n: int) -> list[Fraction]:
+    """Recompute weights of tokens ``0..n-1`` growing with position (paper Section 3): ``"spec"`` is SPEC's
+    ``w_i = 1 + (i + 1)/8`` (dyadic, so every float sum below is exact), ``"linear"`` the paper's "roughly linear
+    in the position", ``w_i = i + 1``."""
+    if family == "spec":
+        return [1 + Fraction(i + 1, 8) for i in range(n)]
+    if family == "linear":
+        return [Fraction(i + 1) for i in range(n)]
+    raise ValueError(f"weight family {family!r}: 'spec' or 'linear'")
+
+
+def opt_dp_step(dp: dict, q: frozenset, w: dict, h: int) -> dict:
+    """One step of the exact weighted-paging DP with cache ``h`` (state: resident set -> least cost; ``w``: the fault
+    cost of each request of the step).  Keeping an item never costs anything, so a state keeps ``q`` and as many of its other items as fit, in every combination."""
+    out: dict = {}
+    if len(q) > h:
+        return out   # no schedule with h slots serves this step
+    for R, c in dp.items():
+        paid = c + sum(w[i] for i in q - R)
+        rest = sorted(R - q)
+        for keep in combinations(rest, min(h - len(q), len(rest))):
+            S = q | frozenset(keep)
+            out[S] = min(out.get(S, paid), paid)
+    return out
+
+
+def worst_lazy_step(dp: dict, q: frozenset, w: dict, k: int) -> dict:
+    """One step of the worst lazy policy with cache ``k`` (state: resident set -> largest cost): every choice of
+    exactly as many unrequested victims as the faults need."""
+    out: dict = {}
+    for R, c in dp.items():
+        miss = q - R
+        paid = c + sum(w[i] for i in miss)
+        need = len(R) + len(miss) - k
+        for out_ in combinations(sorted(R - q), max(need, 0)):
+            S = (R - frozenset(out_)) | miss
+            out[S] = max(out.get(S, paid), paid)
+    return out
+
+
+def landlord_any_tie_step(states: dict, q: frozenset, w: dict, k: int) -> dict:
+    """One step of Landlord / GD-A with cache ``k`` under *every* tie-break (state: credits -> largest cost).  Rule
+    (paper Section 4(b) and Eq. 11; Young 2002): a requested resident item's credit becomes ``max(c, w)``; per
+    eviction ``delta`` = least credit among the unrequested residents, every credit drops by ``delta`` (floored
+    at 0), and any unrequested item at 0 may go; an admitted item gets ``c = w`` (``w``: the request's fault
+    cost, the toolkit's ``weight = "cost"``)."""
+    out: dict = {}
+    for key, cost in states.items():
+        c = dict(key)
+        for i in q & c.keys():
+            c[i] = max(c[i], w[i])
+        miss = sorted(q - c.keys())
+        paid = cost + sum(w[i] for i in miss)
+        branches = [c]
+        for _ in range(len(c) + len(miss) - k):
+            nxt = []
+            for b in branches:
+                free = [i for i in b if i not in q]
+                d = min(b[i] for i in free)
+                b = {i: max(x - d, Fraction(0)) for i, x in b.items()}
+                nxt += [{i: x for i, x in b.items() if i != v} for v in free if b[v] == 0]
+            branches = nxt
+        for b in branches:
+            b.update({i: w[i] for i in miss})
+            s = tuple(sorted(b.items()))
+            out[s] = max(out.get(s, paid), paid)
+    return out
+
+
+def thm3_paper_model_search(depths=((2, 6), (3, 5)), families=("spec", "linear"), free_arrivals: bool = False) -> Table:
+    """Theorem 3 inside the paper's recompute model, by exhaustive search: every request sequence of the given depth
+    (and every prefix of one), every ``h <= k``, no sampling.
+
+    The paper's RM (Sections 3, 4 and 6): token ``t`` arrives at step ``t`` and is computed, so it is requested and
+    charged ``w_t`` like any fault ("exactly an instance of weighted caching"); the requests of step ``t`` are the
+    tokens its attention row puts mass ``>= theta`` on, ``Q_t = {t} + S`` for any ``S`` of earlier tokens with
+    ``|Q_t| <= k``; a token's weight is fixed and grows with position; GD-A refreshes a credit when the token is
+    attended above that same threshold.  Each sequence is realized as rows putting ``1/|Q_t|`` on each request.
+
+    Per (``k``, ``h``, weight family) rows for: ``GD-A (paper's rule)`` -- the registered policy with
+    ``rm_attention_refresh=True, threshold=theta`` (refresh on attention, as the paper words it), run by the engine;
+    ``GD-A`` -- the registered default (refresh on hits); ``Landlord, any tie-break`` -- the largest cost over every
+    choice among zero-credit items (:func:`landlord_any_tie_step`); ``worst lazy policy`` -- the largest cost over
+    every lazy eviction choice.  ``gda_above_every_tie_break`` counts the sequences on which a registered GD-A paid
+    more than Landlord under every tie-break could (0 when the engine's GD-A is one of those tie-breaks, as its
+    docstring says).  A row's cost and optimum are those of its worst sequence (largest ratio/bound);
+    ``holds`` is that no sequence exceeds ``k/(k-h+1)`` (exact rational comparison).  For ``h = k`` no policy at
+    all can exceed it: step ``t`` costs at most ``sum_{i in Q_t} w_i <= k w_t`` and every optimum pays ``w_t`` for
+    the arrival, which the ``worst lazy policy`` rows check.
+
+    ``free_arrivals=True`` is the positive control: SPEC's RM, where an arrival costs 0 (the toolkit's reading, not
+    the paper's); the same search then finds sequences on which OPT pays 0 and a policy pays more."""
+    table = Table("thm3-paper-model", "GD-A_k <= k/(k-h+1) OPT_h on every request sequence of the paper's RM "
+                  "(charged arrivals, fixed weights growing with position, refresh threshold = request threshold)")
+    for k, depth in depths:
+        for fam in families:
+            w = paper_rm_weights(fam, depth)
+            worst: dict = {}
+            count = [0, 0]   # sequences visited; those where a registered GD-A paid more than every tie-break could
+
+            def visit(t, seq, sims, dps, ll, bad, maxq):
+                count[0] += 1
+                costs = {"GD-A (paper's rule)": Fraction(sims[0].cost), "GD-A": Fraction(sims[1].cost),
+                         "Landlord, any tie-break": max(ll.values())}
+                count[1] += max(costs["GD-A (paper's rule)"], costs["GD-A"]) > costs["Landlord, any tie-break"]
+                for h in range(maxq, k + 1) if t else ():   # the empty sequence costs nothing
+                    opt = min(dps[h].values())
+                    bound = Fraction(k, k - h + 1)
+                    for name, cost in list(costs.items()) + ([("worst lazy policy", max(bad.values()))]
+                                                             ):
+                        r = worst.setdefault((name, h), {"score": Fraction(-1), "violations": 0})
+                        score = cost / (bound * opt) if opt else Fraction(cost > 0) * 10 ** 9
+                        r["violations"] += cost > bound * opt
+                        if score > r["score"]:
+                            r.update(score=score, cost=cost, opt=opt, seq=[sorted(q) for q in seq])
+                if t == depth:
+                    return
+                for m in range(min(k - 1, t) + 1):
+                    for S in combinations(range(t), m):
+                        q = frozenset(S) | {t}
+                        c = {i: (Fraction(0) if free_arrivals and i == t else w[i]) for i in q}
+                        idx = np.array(sorted(q), dtype=np.int64)
+                        row = (idx, np.full(idx.size, 1.0 / idx.size))
+                        kids = []
+                        for sim in sims:
+                            s = copy.deepcopy(sim)
+                            s.step(idx.tolist(), [float(c[i]) for i in idx], observe=row)
+                            kids.append(s)
+                        visit(t + 1, seq + [q], kids, {h: opt_dp_step(d, q, c, h) for h, d in dps.items()},
+                              landlord_any_tie_step(ll, q, c, k), worst_lazy_step(bad, q, c, k),
+                              max(maxq, len(q)))
+
+            gdas = [RMSimulator(policies.make("GD-A", rm_attention_refresh=True, threshold=PAPER_THETA), k),
+                    RMSimulator(policies.make("GD-A"), k)]
+            empty = {frozenset(): Fraction(0)}
+            visit(0, [], gdas, {h: dict(empty) for h in range(1, k + 1)}, {(): Fraction(0)}, dict(empty), 1)
+            for (name, h), r in sorted(worst.items(), key=lambda kv: (kv[0][1], kv[0][0])):
+                b = landlord_bound(k, h)
+                arrivals = "free arrivals" if free_arrivals else "charged arrivals"
+                table.add(Row(table.result, name, "rm", f"all sequences, depth {depth}, {fam} weights, {arrivals}",
+                              k, h, float(r["cost"]), float(r["opt"]), ratio(float(r["cost"]), float(r["opt"])), b,
+                              r["violations"] == 0, params={"sequences": count[0] - 1, "violations": r["violations"],
+                                                            "weights": fam, "depth": depth,
+                                                            "arrivals": arrivals,
+                                                            "gda_above_every_tie_break": count[1],
+                                                            "worst_ratio_over_bound": float(r["score"]),
+                                                            "worst_sequence": r["seq"]}))
     return table
