@@ -18,7 +18,7 @@ from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_a
                             decoy_and_sleeper_rm_blocks, decoy_and_sleeper_roles)
 from .lfu_priming import lfu_priming, lfu_priming_attention, lfu_priming_attention_targets
 from .lower_bounds import (adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, marking_phases,
-                           phase_starts, two_new_per_phase, uniform_k_plus_one)
+                           oblivious_k_plus_one_nm, phase_starts, two_new_per_phase, uniform_k_plus_one)
 from .persistence import (attention_sinks, enforce_chain_persistence, enforce_persistence, heavy_union_size, idle_token_spike,
                           observed_union_max, persistence_holds, persistence_violations, persistent_attention,
                           stationary_zipf_trace, tail_mass, tail_mass_per_step, zipf_focus_attention, zipf_weights)
@@ -35,7 +35,7 @@ __all__ = [
     "two_entry_traces",
     "AnchoredWorkloadParams", "generate_anchored_workload", "BlockWorkload", "BlockWorkloadParams", "block_capacity", "decode_block", "encode_block",
     "generate_block_workload",
-    "DecoyRoles", "SleeperBlock", "TopicShiftTrace", "adaptive_k_plus_one", "adaptive_k_plus_one_nm",
+    "DecoyRoles", "SleeperBlock", "TopicShiftTrace", "adaptive_k_plus_one", "adaptive_k_plus_one_nm", "oblivious_k_plus_one_nm",
     "adversarial_walk", "cycle_access_graph", "cyclic_k_plus_one", "decoy_and_sleeper", "decoy_and_sleeper_rm",
     "decoy_and_sleeper_rm_blocks", "decoy_and_sleeper_roles", "enforce_persistence", "grid_access_graph",
     "heavy_union_size", "idle_token_spike", "lfu_priming", "lfu_priming_attention", "lfu_priming_attention_targets",

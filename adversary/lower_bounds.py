@@ -70,6 +70,26 @@ def adaptive_k_plus_one_nm(policy, k: int, T: int, seed: int | np.random.Generat
     return attention_from_rows(rows, f"adaptive_k_plus_one_nm(k={k}, T={T}, policy={sim.name})")
 
 
+def oblivious_k_plus_one_nm(k: int, T: int, target: int) -> AttentionTrace:
+    """Fixed (oblivious) no-refetch trace: the first ``k + 1`` rows put all mass on the arriving token, every later
+    row all of it on token ``target`` (``0 <= target <= k``).
+
+    Construction (the toolkit's, for claim ``nm-det-unbounded``; Yao's principle, as in Raghavan & Snir 1989 for
+    paging): at step ``k`` the ``(k+1)``-th token arrives into a cache of ``k``, so every policy drops at least one
+    of tokens ``0..k``; with ``target`` uniform over ``0..k`` it has dropped the target with probability at least
+    ``1/(k+1)``, and a dropped target costs 1 on every later row (no refetch).  So for every randomized policy
+    some ``target`` gives expected regret ``>= (T - k - 1)/(k + 1)``, while the offline optimum keeps the target
+    and loses 0.
+    """
+    k = integer(k, "k", 1)
+    T = integer(T, "T", 0)
+    target = integer(target, "target", 0)
+    if target > k:
+        raise ParameterError(f"target = {target}: must be one of the first k + 1 = {k + 1} tokens")
+    rows = [{t: 1.0} if t <= k else {target: 1.0} for t in range(T)]
+    return attention_from_rows(rows, f"oblivious_k_plus_one_nm(k={k}, T={T}, target={target})")
+
+
 def cyclic_k_plus_one(k: int, T: int) -> PagingTrace:
     """The cyclic sequence ``0, 1, ..., k, 0, 1, ..., k, ...`` (request ``t`` is item ``t mod (k+1)``), length T.
 

@@ -26,7 +26,7 @@ class GDA(Policy):
 
     * admission: ``c_i <- w_i``;
     * refresh: when item ``i`` is hit (RM) or observed with weight ``a[t, i] >= threshold`` (NM; in RM only when
-      ``rm_attention_refresh`` -- the paper's literal wording, which breaks Theorem 3, see below),
+      ``rm_attention_refresh`` -- the paper's wording; it breaks Theorem 3 only outside the paper's model, below),
       ``c_i <- max(c_i, w_i)``;
     * eviction (memory pressure): ``delta = min c_j`` over the unprotected resident items; every credit drops by
       ``delta`` (protected items are floored at 0); the victim is, among the unprotected items whose credit is now
@@ -60,15 +60,17 @@ class GDA(Policy):
     The settings of the paper's Fig. 12 are in :data:`UNIFICATION`; which of them hold exactly, and what the paper
     gets wrong about the third, is stated there and checked by ``tests/test_gda_unification.py``.
 
-    Theorem 3 (``k/(k-h+1)``-competitive in RM, weight = fault cost) holds for any tie rule, as the paper says, but
-    only if attention refreshes happen on *requested* items: Young's potential argument pays for a credit increase
+    Theorem 3 (``k/(k-h+1)``-competitive in RM, weight = fault cost) holds for any tie rule, as the paper says, if
+    attention refreshes happen on *requested* items -- as they do in the paper's RM, where the requests are the tokens
+    attended above the threshold and the refresh uses that same threshold (``rm_attention_refresh=True,
+    threshold=theta`` then decides exactly as the default; claim ``thm3-gda`` searches every short sequence): Young's potential argument pays for a credit increase
     with the fact that the optimum holds the requested item.  A refresh of an item that is attended but not
     requested (``threshold`` below the request threshold ``theta``, or rows observed on a paging trace) is not a
     Landlord step, and the bound fails: an item attended lightly at every step keeps its credit forever while the
     requests alternate between two other items -- GD-A faults on every request, OPT with ``h = k = 2`` faults 3 times
-    (``tests/test_gda_unification.py``, with ``rm_attention_refresh = True``).  So in RM the default refreshes on
-    hits only and uses attention only for the tie-break, and the default weight is the fault cost: that is the
-    policy Theorem 3 is true of.  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
+    (``tests/test_gda_unification.py``, with ``rm_attention_refresh = True``) -- a case of the toolkit's SPEC RM,
+    not of the paper's.  So in RM the default refreshes on hits only and uses attention only for the tie-break, and
+    the default weight is the fault cost: the policy Theorem 3 is true of in either model.  Models: RM and NM.  Persistable: the exported state is ``(credit, D, step)``; on re-admission the
     credit becomes ``max(w_i, stored credit)`` (within Landlord's range) and ``D`` is restored decayed.
     """
 

@@ -99,3 +99,18 @@ class LacksObserve:
 
     def evict(self, t, need, protected):
         return []
+
+
+from policies.marking import Marking  # noqa: E402  (the broken marking policy below)
+from policies.random_evict import IndexedSet  # noqa: E402
+
+
+class MarkingLowestUnmarked(Marking):
+    """Marking that always evicts the lowest unmarked id instead of a uniform one (deterministic choice)."""
+
+    name = "MarkingLowestUnmarked"
+
+    def victim(self, t, protected):
+        if not self._unmarked:   # a new phase, as in Marking
+            self._unmarked = IndexedSet(sorted(i for i in self.resident if self._last_request[i] != t))
+        return min(i for i in self.resident if i in self._unmarked and i not in protected)

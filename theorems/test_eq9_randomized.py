@@ -36,3 +36,18 @@ def test_full_cache_policies_reach_Hk_and_fwf_reaches_k():
     fwf = [r for r in table.rows if r.policy == "FWF"]
     # FWF's ratio exceeds every full-cache policy's H_k as soon as k >= 3: the gap k vs H_k that Eq. 9 is about
     assert all(r.ratio > harmonic(r.k) for r in fwf if r.k >= 3)
+
+
+def test_exact_marking_expectations_within_2Hk_minus_1():
+    """Exact E[Marking] (every draw enumerated) on the sampled workloads at k = 2, 3: within 2H_k - 1, and on the
+    two-new-per-phase family exactly k + (P - 1)(2H_k - 1), above H_k OPT."""
+    from fractions import Fraction
+
+    from theorems.results.randomized import eq9_exact_table, harmonic_exact
+
+    table = eq9_exact_table(ks=(2, 3), phases=12)
+    assert table.holds, table.explain()
+    for r in table.rows:
+        if r.workload == "two new per phase":
+            assert Fraction(r.params["exact"]) == r.k + 11 * (2 * harmonic_exact(r.k) - 1)
+            assert not r.params["within_H_k"]

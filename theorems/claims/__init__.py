@@ -9,7 +9,7 @@ from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed,
                        dumps, edit, in_report_order, to_jsonable)
 
 # Import order is registration order; the report sorts by SPEC_IDS.
-from . import attention, blocks, classic, formulas, gda, persistence, practice  # noqa: E402,F401  (they register)
+from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized  # noqa: E402,F401  (they register)
 
 CLAIMS = in_report_order(CLAIMS)
 

@@ -94,7 +94,8 @@ def thm2_decide(v: dict, e: dict) -> Decision:
                f"ACC pays on {stream['paid_steps']} steps (derived lower bound {fmt(stream['paid_steps_lower_bound'])}) "
                f"at {stream['sleepers']} sleepers, OPT {fmt(stream['opt_cost'])}.  In NM {len(losers)} of "
                f"{len(v['nm_adaptive'])} deterministic-policy runs lose >= T-k-1 on the adaptive adversary "
-               f"(OPT {fmt(max(r['opt_regret'] for r in v['nm_adaptive']))}): ACC is not special in NM.")
+               f"(OPT {fmt(max(r['opt_regret'] for r in v['nm_adaptive']))}): ACC is not special in NM (the "
+               f"toolkit's finding, claim nm-det-unbounded, not the paper's).")
     b = readings["B: arrivals scored 0"]["verdict"]
     return Decision(verdict, summary, readings=readings, correction=None if b != "holds-with-correction" else
                     "Under reading B the paper's order (sleeper, then filler) lets ACC drop the arriving filler "

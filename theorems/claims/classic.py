@@ -6,11 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 import policies
+from adversary import marking_phases
 from kvcore.engine import run
+from kvcore.exact_expectation import NotEnumerable, expected_cost
 from kvcore.formulas import harmonic, landlord_bound
 from kvcore.traces import PagingTrace
 from theorems.results.classic import (cyclic_table, deterministic_rm_policies, eq6_table, eq8_table, lfu_table,
                                       lru_phase_table, marking_table, uniform_limit_table, upper_bound_policies)
+from theorems.results.randomized import eq9_exact_table
 from theorems.tables import cached
 
 from .registry import Computed, Context, Decision, claim, decides, edit, fmt
@@ -97,8 +100,23 @@ def eq9(ctx: Context) -> Computed:
     ks = ctx.sizes["ks"]
     mark = cached(marking_table, ks=ks, phases=ctx.sizes["phases"], seeds=ctx.sizes["marking_seeds"])
     uni = cached(uniform_limit_table, ks=ks, T=ctx.sizes["uniform_T"], seeds=ctx.sizes["uniform_seeds"])
+    small = tuple(k for k in ks if k <= EQ9_EXACT_MAX_K)
+    exact = cached(eq9_exact_table, ks=small, phases=ctx.sizes["phases"])
+    sampled = {(r.workload, r.k): r for r in mark.rows if r.policy == "Marking"}
+    try:
+        expected_cost(policies.make("OnlineMin"), marking_phases(2, 3, 1, n_items=3), 2)
+        online_min_exact = "enumerable"
+    except NotEnumerable as why:
+        online_min_exact = f"not enumerable ({why}); sampled"
     return Computed(
         {"H_200": harmonic(200), "H_2000": harmonic(2000),
+         "exact_marking": [{"workload": r.workload, "k": r.k, "expected_cost": r.params["exact"], "opt": r.opt_cost,
+                            "exact_ratio": r.ratio, "within_2H_k_minus_1": r.holds,
+                            "within_2H_k": r.params["within_2H_k"], "within_H_k": r.params["within_H_k"],
+                            "sampled_ratio_ci": [sampled[r.workload, r.k].ci_low / r.opt_cost,
+                                                 sampled[r.workload, r.k].ci_high / r.opt_cost]}
+                           for r in exact.rows],
+         "online_min_exact": online_min_exact,
          "randomized": [{"policy": r.policy, "guarantee": policies.get(r.policy).guarantee, "workload": r.workload,
                          "k": r.k, "seeds": r.seeds, "mean_ratio": r.ratio, "ratio_ci": [r.ci_low / r.opt_cost,
                                                                                          r.ci_high / r.opt_cost],
@@ -110,23 +128,33 @@ def eq9(ctx: Context) -> Computed:
                                      "counts_exact": r.holds} for r in uni.rows if r.policy == "FWF"]},
         {"marking_bound": "2H_k", "optimal_randomized": "H_k", "k200": {"deterministic": 200, "randomized": 6},
          "H_2000": 8.1},
-        {"test": "theorems/test_eq9_randomized.py, tests/test_hk_policy.py", "figure": ctx.figure_files("8")})
+        {"test": "theorems/test_eq9_randomized.py, tests/test_hk_policy.py, tests/test_exact_expectation.py",
+         "figure": ctx.figure_files("8")})
+
+
+# Up to this k the eq9 workloads are small enough for exact expectations (kvcore.exact_expectation)
+EQ9_EXACT_MAX_K = 4
 
 
 @decides("eq9-randomized", flips={
     "Marking's interval above 2H_k": (lambda v: edit(v, "randomized", lambda rs: [
         dict(r, ratio_ci=[3 * harmonic(r["k"]), 4 * harmonic(r["k"])]) if r["policy"] == "Marking" else r
         for r in rs]), "refuted"),
+    "an exact expectation above 2H_k": (lambda v: edit(v, "exact_marking/0/within_2H_k", False), "refuted"),
     "H_2000 stated right": (lambda v: edit(v, "H_2000", 8.1), "holds")})
 def eq9_decide(v: dict, e: dict) -> Decision:
-    """Parts: (1) Marking within the paper's 2H_k -- refuted when the lower end of a Marking ratio interval exceeds
-    2H_k on any workload; (2) H_k is the optimal randomized ratio -- from below, every lazy policy's ratio on
+    """Parts: (1) Marking within the paper's 2H_k -- decided from the exact expectation where it was computed (small
+    k: refuted when an exact E[ALG] exceeds 2H_k OPT) and otherwise from sampling (refuted when the lower end of a
+    Marking ratio interval exceeds 2H_k); (2) H_k is the optimal randomized ratio -- from below, every lazy policy's ratio on
     uniform k+1 is consistent with H_k (Yao); from above, every policy declaring the bound H_k stays within it
     (refuted when a lower-bound row is inconsistent; an H_k policy above H_k is our implementation's fault and makes
     the part not checkable); (3) the numbers: H_200 about 6 and H_2000 about 8.1 at the precision stated (one
     decimal for 8.1).  A wrong stated number with (1) and (2) holding is holds-with-correction."""
     marking = [r for r in v["randomized"] if r["policy"] == "Marking"]
-    over_2hk = [r for r in marking if r["ratio_ci"][0] > 2 * harmonic(r["k"]) + 1e-9]
+    exact = v["exact_marking"]
+    exact_ks = {r["k"] for r in exact}
+    over_2hk = [r for r in marking if r["k"] not in exact_ks and r["ratio_ci"][0] > 2 * harmonic(r["k"]) + 1e-9]
+    over_2hk += [r for r in exact if not r["within_2H_k"]]
     lower = [r for r in v["yao_uniform_k_plus_one"] if not r["consistent_with_H_k"]]
     hk_rows = [r for r in v["randomized"] if r["guarantee"] == "H_k"]
     hk_fail = [r for r in hk_rows if not r["within_bound"]]
@@ -143,14 +171,20 @@ def eq9_decide(v: dict, e: dict) -> Decision:
     worst_hk = max(hk_rows, key=lambda r: r["mean_ratio"] / r["bound"], default=None)
     summary = (f"Marking's largest mean ratio {fmt(worst_marking['mean_ratio'])} ({worst_marking['workload']}, "
                f"k={worst_marking['k']}) against 2H_k - 1 = {fmt(2 * harmonic(worst_marking['k']) - 1)}; "
-               f"{len(over_2hk)} Marking intervals above 2H_k.  Lower bound: all "
+               f"{len(over_2hk)} Marking results above 2H_k.  Exact at k = {sorted(exact_ks)}: "
+               + "; ".join(f"k={r['k']} {r['workload']}: {fmt(r['exact_ratio'])} (sampled interval "
+                           f"[{fmt(r['sampled_ratio_ci'][0])}, "
+                           f"{fmt(r['sampled_ratio_ci'][1])}])" for r in exact if r["exact_ratio"] > 1)
+               + f", all {sum(r['within_2H_k_minus_1'] for r in exact)} of {len(exact)} within 2H_k - 1.  "
+               f"Lower bound: all "
                f"{len(v['yao_uniform_k_plus_one'])} lazy-policy rows on uniform k+1 consistent with H_k "
                f"({len(lower)} inconsistent).  Upper bound: ")
     summary += (f"{', '.join(hk_names)} stayed within H_k on all {len(hk_rows)} runs (largest mean ratio/H_k "
                 f"{fmt(worst_hk['mean_ratio'] / worst_hk['bound'], 3)})" if worst_hk and not hk_fail else
                 f"{len(hk_fail)} of {len(hk_rows)} runs of an H_k-declaring policy above H_k" if hk_rows else
                 "no registered policy declares H_k")
-    summary += f".  H_200 = {v['H_200']:.4f}, H_2000 = {v['H_2000']:.4f}."
+    summary += (f" (OnlineMin: {v['online_min_exact']}).  H_200 = {v['H_200']:.4f}, "
+                f"H_2000 = {v['H_2000']:.4f}.")
     return Decision(verdict, summary, correction=None if numbers_ok or verdict != "holds-with-correction" else
                     f"H_2000 = {v['H_2000']:.4f} rounds to {h2000}, not {e['H_2000']}; Marking's tight bound is "
                     "2H_k - 1 (Achlioptas, Chrobak & Noga 2000), so 2H_k is valid but loose.")
