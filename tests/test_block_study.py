@@ -254,6 +254,8 @@ def test_as_reported_on_the_pages_curve_and_on_a_weaker_one():
     short = as_reported(sweep_shape([40.0, 41.0, 45.0, 49.9, 44.0, 41.0, 40.0], 40.0, 20.0))
     assert short["at_reported_alpha"] and not short["margin_as_reported"] and not short["shown"]
     assert as_reported(sweep_shape(page, 20.0, 24.0))["not_onto_lfu"] is False
+    # the claims hand the grid over as the JSON strings of the alphas
+    assert as_reported(sweep_shape(page, 20.0, 15.56, alphas=tuple(str(a) for a in ALPHAS)))["shown"]
 
 
 def test_persistence_effect_on_the_pages_numbers_and_on_no_gain():

@@ -41,9 +41,10 @@ QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompt
 
 
 @decides("default-policy", flips={
-    "Default no worse than H2O on every benign trace": (lambda v: edit(v, "workloads", lambda w: {
-        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"]["Default"], c["regret"]["H2O"])))
-        for n, c in w.items()}), "holds-with-correction"),
+    "Default best on every benign trace, the adaptive adversary beaten": (lambda v: edit(v, "workloads", lambda w: {
+        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
+                {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
+        "holds"),
     "Default measurably worse than H2O on a benign trace": (lambda v: edit(v, "workloads", lambda w: {
         n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
         if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
@@ -59,7 +60,7 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
     reading: refuted when the oblivious part fails or the default loses to H2O on a benign trace (beyond the
     reading's margin); holds-with-correction when those hold but the adaptive adversary drives it to about one unit
     per step, or the best other policy beats it measurably on a benign trace; holds otherwise.  Flips: a loss to
-    H2O crossing the margin, the margin set to zero (the strict reading), the losses removed."""
+    H2O crossing the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed."""
     w, margin = v["workloads"], v["margin"]
     obl = w["decoy-and-sleeper"]
     safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9

@@ -275,8 +275,8 @@ def as_reported(shape: dict, optimum_alpha: float = REPORTED_OPTIMUM_ALPHA,
                 margin_pts: float = REPORTED_MARGIN_PTS) -> dict:
     """Whether a curve's shape (:func:`sweep_shape`) is the one the page reports: an interior optimum, located at
     ``optimum_alpha`` on the grid, beating the better end by at least ``margin_pts``, with the smallest alpha nearer
-    LRU than LFU (no convergence onto LFU)."""
-    parts = {"interior_optimum": shape["interior_optimum"], "at_reported_alpha": shape["best_alpha"] == optimum_alpha,
+    LRU than LFU (no convergence onto LFU).  The grid's alphas may be numbers or their strings (the claims' JSON)."""
+    parts = {"interior_optimum": shape["interior_optimum"], "at_reported_alpha": float(shape["best_alpha"]) == optimum_alpha,
              "margin_as_reported": shape["interior_margin_pts"] >= margin_pts,
              "not_onto_lfu": shape["smallest_alpha_closer_to"] == "LRU"}
     return {**parts, "shown": all(parts.values())}
