@@ -127,12 +127,14 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         correction="; ".join(parts) + "." if verdict == "holds-with-correction" else None, readings=readings)
 
 
+# default_runs: the randomized default's seeds.  Its random tie-break rarely fires on these traces (scores are
+# positive), so a fifth seed leaves the values as they are; tests/test_claim_inputs.py varies T instead.
 @claim("gda-validation", "§11", "Greedy-Dual-Attention -- the decayed, recency-floored policy -- matches the "
        "heavy-hitter policies on benign traces and separates from them on a shifted or adversarial suffix.",
-       sizes={"T": (600, 2000), "k": (32, 128), "real_traces": (1, -1), "default_seeds": (4, 4)})
+       sizes={"T": (600, 2000), "k": (32, 128), "real_traces": (1, -1), "default_runs": (4, 4)})
 def gda_validation_claim(ctx: Context) -> Computed:
     res, traces = cached(gda_validation, T=ctx.sizes["T"], k=ctx.sizes["k"], real=ctx.sizes["real_traces"],
-                         seeds=ctx.sizes["default_seeds"])
+                         seeds=ctx.sizes["default_runs"])
     cases = {}
     for name, rows in res.items():
         for kk in sorted({r["k"] for r in rows}):
