@@ -227,9 +227,11 @@ def sinks_pinning_decide(v: dict, e: dict) -> Decision:
     regret beyond the margin and the exact optimum loses no sink mass ("the optimal policy pins them regardless") --
     refuted by one run where either fails, and the verdict is then holds-with-correction; (registered wrapper) the
     same universal statement for the wrapper as registered, reported with how many of its rises the handed capacity
-    explains.  Flips: pinning itself helping nowhere, pinning itself raising a regret beyond the margin."""
+    explains; (strict) the existential reading with a zero margin.  Flips: pinning itself helping nowhere, pinning itself raising a regret beyond the margin."""
     margin, runs, control = v["margin"], v["workloads"]["runs"], v["positive_control"]["runs"]
     fx, cx = _pinning_effects(runs, margin), _pinning_effects(control, margin)
+    zero = {"relative": 0.0, "per_step": 0.0}
+    strict, strict_control = _pinning_effects(runs, zero), _pinning_effects(control, zero)
     opt_loses = [r for r in runs if r["opt_sink_loss"] > 1e-9]
     existential = "holds" if fx["pure_helps"] or cx["pure_helps"] else "not-checkable"
     universal = "refuted" if fx["pure_hurts"] or opt_loses else "holds"
@@ -245,6 +247,11 @@ def sinks_pinning_decide(v: dict, e: dict) -> Decision:
             "verdict": universal,
             "finding": f"pinning itself raises regret beyond the margin on {len(fx['pure_hurts'])} runs; the optimum "
                        f"loses sink mass on {len({r['trace'] for r in opt_loses})} traces"},
+        "strict: any difference of pinning itself counts": {
+            "verdict": "holds" if strict["pure_helps"] or strict_control["pure_helps"] else "not-checkable",
+            "finding": f"pinning itself lowers regret on {len(strict['pure_helps'])} of {len(runs)} runs and "
+                       f"{len(strict_control['pure_helps'])} of {len(control)} control runs, raises it on "
+                       f"{len(strict['pure_hurts'])}"},
         "registered wrapper: the rule gets k - |sinks| slots": {
             "verdict": registered,
             "finding": f"raises regret beyond the margin on {len(fx['registered_hurts'])} of {len(runs)} runs, "
