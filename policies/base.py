@@ -130,6 +130,13 @@ class Policy:
     def on_observe(self, t: int, items: np.ndarray, weights: np.ndarray) -> None:
         pass
 
+    def params_fixed_at(self, capacity: int) -> dict:
+        """Parameters under which this policy, whatever capacity it is given, sizes its internal parts (a recent
+        window, an importance share) as it does at ``capacity`` with its current parameters; ``{}`` when none of
+        its rules depends on the capacity.  A wrapper that hands the policy part of the cache (``SinkPinned``) uses
+        it to separate the effect of what it pins from the effect of the smaller capacity."""
+        return {}
+
     def export_state(self, item: int) -> object:
         raise NotImplementedError(f"{type(self).__name__} keeps no per-item state to persist")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvcore.errors import ParameterError
-from kvcore.numbers import real
+from kvcore.numbers import integer, real
 
 from .base import Policy
 from .decay import RisingKeyHeap
@@ -25,7 +25,8 @@ class H2O(Policy):
     ``t-r+1 .. t`` are never dropped; the victim is the token of least score among the older ones, ties to the
     smaller id.  The default split is half and half: the H2O reference setting keeps 10% heavy hitters plus 10%
     recent tokens at a 20% budget (reference implementation ``FMInference/H2O``; the Llama-recipes port sets both
-    parts to half the cache length).  With ``k = 1`` H2O keeps the newest token.
+    parts to half the cache length).  With ``k = 1`` H2O keeps the newest token.  ``recent_tokens``, when given,
+    fixes the recent part at ``min(recent_tokens, k)`` tokens whatever the budget (:meth:`params_fixed_at`).
 
     Model: NM (the window is over arrival positions).  Cost per step: ``O(nnz)`` dictionary updates, one heap insert
     for the token leaving the window, amortized ``O(log k)`` per eviction.  Checked against hand-worked NM traces
@@ -33,6 +34,7 @@ class H2O(Policy):
     """
 
     recent_fraction: float = 0.5
+    recent_tokens: int | None = None
 
     name = "H2O"
     signal = "importance"  # Section 2.4 lists H2O among the importance methods (heavy hitters)
@@ -44,9 +46,18 @@ class H2O(Policy):
         real(self.recent_fraction, f"policy {self.name}: recent_fraction", 0.0)
         if self.recent_fraction > 1.0:
             raise ParameterError(f"policy H2O: recent_fraction = {self.recent_fraction!r} must be in [0, 1]")
+        if self.recent_tokens is not None:
+            integer(self.recent_tokens, f"policy {self.name}: recent_tokens", 1)
+
+    def params_fixed_at(self, capacity: int) -> dict:
+        """The recent part this policy keeps at ``capacity``, as a fixed token count."""
+        if self.recent_tokens is not None:
+            return {"recent_tokens": self.recent_tokens}
+        return {"recent_tokens": max(1, int(self.recent_fraction * capacity))}
 
     def on_reset(self) -> None:
-        self.recent = max(1, int(self.recent_fraction * self.k))
+        self.recent = (max(1, int(self.recent_fraction * self.k)) if self.recent_tokens is None
+                       else min(self.recent_tokens, max(1, self.k)))
         self._score: dict[int, float] = {}
         self._heavy = RisingKeyHeap()
 

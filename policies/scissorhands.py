@@ -55,6 +55,11 @@ class Scissorhands(Policy):
         if self.threshold is not None:
             real(self.threshold, f"policy {self.name}: threshold", 0.0)
 
+    def params_fixed_at(self, capacity: int) -> dict:
+        """The importance threshold this policy uses once a cache of ``capacity`` is full, as a fixed threshold
+        (the default share ``1 / |R_s|`` counts every resident token, so a smaller capacity raises it)."""
+        return {"threshold": self.threshold if self.threshold is not None else 1.0 / capacity}
+
     def on_reset(self) -> None:
         self._ids = np.zeros(self.k + 1, dtype=np.int64)  # resident tokens, unordered slots
         self._slot: dict[int, int] = {}

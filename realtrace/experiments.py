@@ -97,8 +97,11 @@ def section11_windows(ts: TraceSet) -> tuple[range, range, range | None]:
 
 
 def section11(trace: AttentionTrace, budgets, benign: range, suffix: range, sleeper: range | None = None,
-              policies=SECTION11_POLICIES) -> list[WindowResult]:
-    """The Section 11 comparison on one trace (see module docstring); missing policies are skipped by name."""
+              policies=SECTION11_POLICIES, configure=None, seeds=(0,)) -> list[WindowResult]:
+    """The Section 11 comparison on one trace (see module docstring); missing policies are skipped by name.
+
+    ``configure(name, k)``, when given, returns the parameters of a policy at budget ``k`` (default: registered
+    defaults); a randomized policy runs once per seed of ``seeds`` and its window numbers are the seed means."""
     from kvcore.optima import nm_opt
     from policies import make
 
@@ -106,18 +109,22 @@ def section11(trace: AttentionTrace, budgets, benign: range, suffix: range, slee
     out: list[WindowResult] = []
     for k in budgets:
         opt = nm_opt(trace, k, record=True)
-        schedules = {"OPT": opt.evictions or []}
+        schedules = {"OPT": [opt.evictions or []]}
         for n in names:
-            schedules[n] = run_nm(make(n), trace, k, record=True).evictions or []
+            params = configure(n, k) if configure is not None else {}
+            runs = seeds if not make(n, **params).deterministic else tuple(seeds)[:1]
+            schedules[n] = [run_nm(make(n, **params), trace, k, seed=s, record=True).evictions or [] for s in runs]
         for label, win in (("benign", benign), ("suffix", suffix)):
-            opt_lost = _lost_mass(trace, schedules["OPT"], win) / max(len(win), 1)
+            opt_lost = _lost_mass(trace, schedules["OPT"][0], win) / max(len(win), 1)
             total = _mass_on(trace, win, sleeper) if sleeper is not None and label == "suffix" else 0.0
-            for n, sched in schedules.items():
+            for n, scheds in schedules.items():
                 kept = None
                 if total > 0:  # clipped: 1 - lost/total can round to -1e-17 when everything was lost
-                    kept = min(1.0, max(0.0, 1.0 - _lost_mass(trace, sched, win, sleeper) / total))
-                out.append(WindowResult(n, k, label, len(win), _lost_mass(trace, sched, win) / max(len(win), 1),
-                                        opt_lost, kept, total / len(win) if total > 0 else None))
+                    kept = float(np.mean([min(1.0, max(0.0, 1.0 - _lost_mass(trace, sc, win, sleeper) / total))
+                                          for sc in scheds]))
+                lost = float(np.mean([_lost_mass(trace, sc, win) for sc in scheds]))
+                out.append(WindowResult(n, k, label, len(win), lost / max(len(win), 1), opt_lost, kept,
+                                        total / len(win) if total > 0 else None))
     return out
 
 

@@ -442,7 +442,8 @@ def test_metadata(name):
 
 @pytest.mark.parametrize("name, params, word", [
     ("DecayedACC", {"gamma": 1.0}, "gamma"), ("ACC", {"protect_arrival": 1}, "protect_arrival"),
-    ("H2O", {"recent_fraction": 1.5}, "recent_fraction"), ("StreamingLLM", {"n_sinks": -1}, "n_sinks"),
+    ("H2O", {"recent_fraction": 1.5}, "recent_fraction"), ("H2O", {"recent_tokens": 0}, "recent_tokens"),
+    ("StreamingLLM", {"n_sinks": -1}, "n_sinks"),
     ("Scissorhands", {"history": 0}, "history"), ("GD-A", {"weight": "heavy"}, "weight"),
     ("GD-A", {"weight": "position"}, "T_hint"), ("GD-A", {"tiebreak": "random"}, "tiebreak"),
     ("R-LRU-H", {"W": 0}, "W"), ("Default", {"recent": 0}, "half_life"), ("Default", {"half_life": 0.0}, "half_life"),

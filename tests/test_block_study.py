@@ -25,7 +25,8 @@ from policies import make
 from policies.kernels import block_rule
 from policies.lfu import LFU
 from theorems.results.blocks import (ALPHAS, FLAT_PTS, MARGIN_PTS, DenseReads, StudyProfile, StudyWorkload,
-                                     persistence_effect, run_block_study, run_blocks, simulate_blocks, sweep_shape)
+                                     as_reported, persistence_effect, run_block_study, run_blocks, simulate_blocks,
+                                     sweep_shape)
 
 SMALL = BlockWorkloadParams(steps=1000, n_sequences=12, system_blocks=8, prompt_blocks_min=16, prompt_blocks_max=48,
                             heavy_blocks=4, topic_blocks=4, idle_gap_mean=300.0, turn_tokens_mean=40.0)
@@ -238,6 +239,23 @@ def test_sweep_shape_on_hand_made_curves():
     # the page's own sweep has the shape the claim states
     page = [37.20, 38.84, 44.33, 55.96, 31.54, 25.47, 24.44]
     assert sweep_shape(page, 20.0, 15.56)["interior_optimum"]
+
+
+def test_as_reported_on_the_pages_curve_and_on_a_weaker_one():
+    """The page's own sweep is its reported shape (best alpha 0.05, 18.76 points over alpha = 0.5; its smallest
+    alpha, 24.44, is 4.44 points from an LRU at 20 and 8.88 from its LFU at 15.56); a peak at 0.15 by 5 points is an
+    interior optimum but not the reported one; a peak at 0.05 by 9.9 points misses the margin; an LFU at 24 would
+    make the smallest alpha converge onto it."""
+    page = [37.20, 38.84, 44.33, 55.96, 31.54, 25.47, 24.44]
+    assert as_reported(sweep_shape(page, 20.0, 15.56))["shown"]
+    weaker = as_reported(sweep_shape([50.0, 54.0, 59.5, 59.0, 56.0, 54.5, 54.0], 53.8, 62.5))
+    assert weaker["interior_optimum"] and not weaker["at_reported_alpha"] and not weaker["margin_as_reported"]
+    assert not weaker["shown"] and weaker["not_onto_lfu"]
+    short = as_reported(sweep_shape([40.0, 41.0, 45.0, 49.9, 44.0, 41.0, 40.0], 40.0, 20.0))
+    assert short["at_reported_alpha"] and not short["margin_as_reported"] and not short["shown"]
+    assert as_reported(sweep_shape(page, 20.0, 24.0))["not_onto_lfu"] is False
+    # the claims hand the grid over as the JSON strings of the alphas
+    assert as_reported(sweep_shape(page, 20.0, 15.56, alphas=tuple(str(a) for a in ALPHAS)))["shown"]
 
 
 def test_persistence_effect_on_the_pages_numbers_and_on_no_gain():

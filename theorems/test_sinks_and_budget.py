@@ -3,8 +3,10 @@
 - The registered ``SinkPinned`` wrapper holds tokens ``0..n-1`` outside an importance rule: the engine's contract
   checks accept it, the sinks are never dropped, with ``n = 0`` it is the plain rule exactly, and a budget at or
   below ``n`` pins only ``k - 1`` sinks (one slot stays the rule's).
-- Measured: pinning takes slots from the rule's budget.  On two committed real traces (k = 32), H2O and
-  DecayedACC with 4 pinned sinks have higher NM regret than without (the claim reports all traces and n = 1, 4).
+- Measured: pinning itself (each rule's capacity-sized parts held at the full budget,
+  ``Policy.params_fixed_at``) changes nothing where the rule never drops a sink, and lowers the regret where it
+  does; the rises of the registered wrapper come from handing the rule ``k - |sinks|`` slots (H2O's recent window,
+  Scissorhands' importance share).
 - ``proportional_budgets`` splits memory exactly; a heavy-set-sized split of the same total memory lowers the
   exact optimum's total regret on a broad/sharp mixed workload.
 """
@@ -41,6 +43,39 @@ def test_pinning_the_measured_sinks_helps_only_where_they_are_dropped():
     for r in real.rows:
         if r.policy == "H2O+sinks":
             assert r.params["unpinned_sink_drops"] == 0 and r.alg_cost >= r.params["unpinned_regret"] - 1e-9
+
+
+def test_pinning_itself_changes_nothing_unless_the_rule_drops_a_sink():
+    """Every importance rule, held at k (H2O's recent window, Scissorhands' threshold): pinned and unpinned pay the
+    same wherever the held rule drops no sink, on synthetic and real traces; H2O and Scissorhands as registered pay
+    more pinned on some of them (the handed capacity), which the held run removes."""
+    table = sinks_pinning_table(sink_traces(300, seeds=1, real=2), 32)
+    rows = [r.params for r in table.rows if not r.policy.endswith("+sinks")]
+    assert {p["rule"] for p in rows} == set(importance_rules()) and len(rows) >= 2 * len(importance_rules())
+    for p in rows:
+        if p["unpinned_held_sink_drops"] == 0:
+            assert p["pinned_held_regret"] == p["unpinned_held_regret"], p
+        else:
+            assert p["pinned_held_regret"] <= p["unpinned_held_regret"] + 1e-9, p
+    assert any(p["pinned_regret"] > p["pinned_held_regret"] + 1e-9 for p in rows if p["rule"] == "H2O")
+
+
+def test_held_parameters_reproduce_the_rule_at_the_full_budget():
+    """``params_fixed_at(k)`` makes a rule at capacity k behave exactly as its default (H2O: the recent window
+    floor(k/2); Scissorhands: threshold 1/k), and a smaller capacity then keeps that part's size."""
+    tr = persistent_attention(300, 0.5, 16, 0.05, sinks=4, sink_mass=0.3, seed=5)
+    for rule in importance_rules():
+        held = policies.make(rule).params_fixed_at(24)
+        if rule == "H2O":
+            assert held == {"recent_tokens": 12}
+            assert run(policies.make(rule, **held), tr, 24, "nm").cost == run(policies.make(rule), tr, 24, "nm").cost
+            h = policies.make(rule, **held)
+            h.reset(20, None, "nm")
+            assert h.recent == 12
+        elif rule == "Scissorhands":
+            assert held == {"threshold": 1 / 24}
+        else:
+            assert held == {}
 
 
 @given(sizes=st.lists(st.integers(0, 60), min_size=1, max_size=8), extra=st.integers(0, 40))

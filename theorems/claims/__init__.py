@@ -2,14 +2,14 @@
 
 The registry lives in :mod:`theorems.claims.registry`; the modules below register their checks on import, one per
 family of results, named like the result tables they read (:mod:`theorems.results`): ``classic``, ``attention``,
-``gda``, ``persistence``, ``practice``, ``blocks``, and ``formulas`` for the closed-form numbers.
+``gda``, ``persistence``, ``practice``, ``recommendations``, ``blocks``, and ``formulas`` for the closed-form numbers.
 """
 
 from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed, Context, Decision, claim, decides,
                        dumps, edit, in_report_order, to_jsonable)
 
 # Import order is registration order; the report sorts by SPEC_IDS.
-from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized  # noqa: E402,F401  (they register)
+from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized, recommendations  # noqa: E402,F401  (they register)
 
 CLAIMS = in_report_order(CLAIMS)
 

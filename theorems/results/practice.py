@@ -3,9 +3,10 @@
 * Access graphs (Borodin, Irani, Raghavan & Schieber, "Competitive paging with locality of reference", JCSS 50,
   1995; Chrobak & Noga, "LRU is better than FIFO", Algorithmica 23, 1999): the *exact* competitive ratio of LRU and
   FIFO on small graphs, computed as a maximum-ratio cycle of a finite game graph (see :func:`access_graph_ratio`).
-* Random tie-breaking (Sections 4 and 10), pinned attention sinks (Section 8), working-set-adaptive budgets
-  (Sections 8 and 11), the Section 10 default policy and the Section 11 GD-A validation: measured against the
-  exact optimum (``kvcore.optima``), with seeds and confidence intervals where a policy or workload is random.
+* Random tie-breaking (Sections 4 and 10), pinned attention sinks (Section 8) and working-set-adaptive budgets
+  (Sections 8 and 11): measured against the exact optimum (``kvcore.optima``), with seeds and confidence intervals
+  where a policy or workload is random.  The Section 10 default and the Section 11 validation:
+  :mod:`theorems.results.recommendations`.
 
 Every function returns a :class:`~theorems.tables.Table` (or plain numbers for a claim to judge); the test modules
 ``theorems/test_access_graph.py``, ``test_random_tiebreak.py``, ``test_sinks_and_budget.py`` and
@@ -21,10 +22,8 @@ import networkx as nx
 import numpy as np
 
 import policies
-from adversary import (adaptive_k_plus_one, adaptive_k_plus_one_nm, adversarial_and_benign, attention_sinks,
-                       cyclic_k_plus_one, paused_sinks,
-                       decoy_and_sleeper, decoy_and_sleeper_roles, heavy_union_size, persistent_attention,
-                       sink_workloads, tie_targeted_trace, topic_shift)
+from adversary import (adaptive_k_plus_one, adaptive_k_plus_one_nm, attention_sinks, cyclic_k_plus_one,
+                       heavy_union_size, paused_sinks, persistent_attention, sink_workloads, tie_targeted_trace)
 from kvcore.engine import run
 from kvcore.errors import ParameterError
 from kvcore.formulas import harmonic
@@ -33,7 +32,6 @@ from kvcore.optima import belady, nm_opt
 from kvcore.optima.access_graph import AccessGraphRatio, access_graph_ratio, witness_walk
 from kvcore.traces import PagingTrace
 from realtrace import load_default_traces
-from realtrace.experiments import section11, section11_windows
 
 from ..tables import Row, Table
 
@@ -187,9 +185,14 @@ def sinks_pinning_table(traces: dict, k: int, rules=None) -> Table:
 
     The sinks are measured from the trace (:func:`adversary.attention_sinks`: initial tokens that receive a share of
     most rows), and the registered ``SinkPinned`` wrapper pins exactly those tokens -- a head with one sink gets one
-    pinned token, not a fixed four.  ``params``: the sinks, the unpinned rule's regret and the sink tokens it dropped
-    (pinning can only help where that is positive), and the mass the exact optimum itself loses on the sinks (the
-    paper says the optimal policy pins them)."""
+    pinned token, not a fixed four.  The wrapper hands the rule ``k - |sinks|`` slots, which also changes any part
+    of the rule sized by its capacity (H2O's recent window, Scissorhands' importance share), so each rule also runs
+    *held*: with the parameters that fix those parts at their size at budget ``k``
+    (:meth:`policies.base.Policy.params_fixed_at`), unpinned at ``k`` and pinned.  Pinned-held minus unpinned-held is
+    what pinning itself does; pinned minus pinned-held is what the smaller capacity does to the rule.  ``params``:
+    the sinks, the four regrets, the held parameters, the sink tokens the unpinned rule dropped, plain and held (where the
+    held rule drops none, pinning them should change nothing; the claim counts where it does), and the mass the exact optimum itself loses on the sinks (the paper says
+    the optimal policy pins them)."""
     rules = importance_rules() if rules is None else list(rules)
     table = Table("sinks-pinning", "pinning the measured attention sinks lowers an importance rule's NM regret")
     for wname, tr in traces.items():
@@ -201,13 +204,23 @@ def sinks_pinning_table(traces: dict, k: int, rules=None) -> Table:
         for rule in rules:
             plain = run(policies.make(rule), tr, k, "nm", record=True)
             drops = sum(1 for _, i in plain.evictions if i in sinks)
-            pinned = measure(policies.resolve("SinkPinned", {"policy": rule, "sinks": sinks}), tr, k, model="nm",
-                             opt=opt).cost
+            held = policies.make(rule).params_fixed_at(k)
+
+            def pinned_regret(params):
+                return measure(policies.resolve("SinkPinned", {"policy": rule, "sinks": sinks, "params": params}),
+                               tr, k, model="nm", opt=opt).cost
+
+            pinned = pinned_regret(None)
+            plain_held = run(policies.make(rule, **held), tr, k, "nm", record=True) if held else plain
+            pinned_held = pinned_regret(held) if held else pinned
             for label, cost in ((rule, plain.cost), (f"{rule}+sinks", pinned)):
                 table.add(Row(table.result, label, "nm", wname, k, k, cost, opt.cost, ratio(cost, opt.cost),
                               tracking_gap=cost - opt.cost,
-                              params={"rule": rule, "sinks": sinks, "unpinned_regret": plain.cost,
-                                      "pinned_regret": pinned, "unpinned_sink_drops": drops,
+                              params={"rule": rule, "sinks": sinks, "steps": tr.T, "unpinned_regret": plain.cost,
+                                      "pinned_regret": pinned, "held_params": held,
+                                      "unpinned_held_regret": plain_held.cost, "pinned_held_regret": pinned_held,
+                                      "unpinned_sink_drops": drops, "unpinned_held_sink_drops": sum(
+                                          1 for _, i in plain_held.evictions if i in sinks),
                                       "opt_sink_loss": opt_sink_loss}))
     return table
 
@@ -285,85 +298,3 @@ def adaptive_budget_table(workload, k_fixed: int, names=None, rho: float = 0.5, 
                           ratio(c, totals["OPT"]), params={"allocation": label, "budgets": budgets,
                                                            "heavy_sizes": sizes, "total": sum(budgets)}))
     return table
-
-
-# ---------------------------------------------------------------------------------------------------------------------
-# The Section 10 default policy, and the Section 11 GD-A validation
-# ---------------------------------------------------------------------------------------------------------------------
-
-def compared_policy(name: str, k: int):
-    """A policy of the Section 10 comparison at budget ``k``: the default (and its fixed-tie control) with a recency
-    floor of ``k/4`` (the paper: "a few hundred" at budgets of thousands), 4 sinks and a half-life equal to the
-    floor; every other NM policy at its registered defaults."""
-    if name in ("Default", "Default-FixedTies"):
-        return policies.resolve(name, {"recent": max(1, k // 4), "n_sinks": 4})
-    return policies.resolve(name)
-
-
-def default_policy_traces(T: int, k: int, real: int = 0) -> dict[str, tuple[str, object]]:
-    """:func:`adversary.adversarial_and_benign` plus ``real`` committed real traces (benign)."""
-    out = adversarial_and_benign(T, k)
-    if real:
-        ts, _ = load_default_traces()
-        out.update({f"real {n}": ("benign", ts.traces[n]) for n in pick_real(ts.names(), real)})
-    return out
-
-
-def default_policy_rivals() -> list[str]:
-    """The Section 10 default and every registered NM policy that is not a variant of it (a subclass, such as the
-    fixed-tie control, would only compare the default with itself)."""
-    default = policies.get("Default").cls
-    return [n for n in nm_policy_names() if n == "Default" or not issubclass(policies.get(n).cls, default)]
-
-
-def default_policy_table(T: int, k: int, seeds: int = 8, real: int = 0, names=None) -> Table:
-    """The Section 10 default against every other NM policy (default: :func:`default_policy_rivals`) and the exact optimum, NM
-    regret per trace of :func:`default_policy_traces`, plus the adaptive NM adversary
-    (``adversary.adaptive_k_plus_one_nm``) built against each policy itself (every policy is its own worst case
-    there).  Randomized policies: mean of ``seeds`` seeds with a 95% interval.  ``params['kind']`` is
-    adversarial/benign."""
-
-    names = default_policy_rivals() if names is None else list(names)
-    table = Table("default-policy", "the Section 10 default is safe on adversarial traces and loses nothing on "
-                                    "benign ones")
-    for wname, (kind, tr) in default_policy_traces(T, k, real).items():
-        opt = nm_opt(tr, k)
-        for n in names:
-            m = measure(compared_policy(n, k), tr, k, model="nm", seeds=range(seeds), opt=opt)
-            table.add(Row.of(table.result, m, wname, params={"kind": kind}))
-    for n in names:
-        tr = adaptive_k_plus_one_nm(compared_policy(n, k)(), k, T, seed=0)
-        m = measure(compared_policy(n, k), tr, k, model="nm", seeds=(0,))
-        table.add(Row.of(table.result, m, "adaptive NM adversary (own)", params={"kind": "adversarial"}))
-    return table
-
-
-def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0) -> dict:
-    """The Section 11 prediction -- GD-A matches the heavy-hitter policies on benign windows and separates from
-    them on a shifted or adversarial suffix -- on synthetic traces and the committed real traces, reusing
-    :func:`realtrace.experiments.section11` (per-window regret per step of GD-A, H2O, StreamingLLM, TOVA, ACC and
-    the exact NM optimum).  Synthetic: a topic shift (benign window = the last quarter of topic 1, suffix = the
-    first quarter of topic 2) and decoy-and-sleeper (benign = the priming steps, suffix = the sleeper suffix).
-    Returns ``({trace name: [WindowResult.as_dict(), ...]}, {trace name: trace})``."""
-
-    out, traces = {}, {}
-    L = max(T // 2, 16)
-    ts_tr = topic_shift(2 * L, L, max(2, k // 2), sinks=4, sink_mass=0.3, seed=7)
-    q = L // 4
-    out["topic shift"] = [r.as_dict() for r in section11(ts_tr.trace, (k,), range(L - q, L), range(L, L + q))]
-    traces["topic shift"] = ts_tr.trace
-    roles = decoy_and_sleeper_roles(k)
-    ds = decoy_and_sleeper(k, 1 / (4 * k), T)
-    out["decoy-and-sleeper"] = [r.as_dict() for r in section11(
-        ds, (k,), range(0, roles.suffix_start), range(roles.suffix_start, ds.T), range(roles.sleeper,
-                                                                                      roles.sleeper + 1))]
-    traces["decoy-and-sleeper"] = ds
-    if real:
-
-        tset, _ = load_default_traces()
-        benign, suffix, sleeper = section11_windows(tset)
-        for n in pick_real(tset.names(), real):
-            out[f"real {n}"] = [r.as_dict() for r in section11(tset.traces[n], budgets_real, benign, suffix,
-                                                               sleeper)]
-            traces[f"real {n}"] = tset.traces[n]
-    return out, traces

@@ -1,0 +1,243 @@
+"""Claims about the paper's recommendations: the Section 10 default policy ("gives up nothing measurable on benign
+traffic") and the Section 11 prediction for the decayed, recency-floored policy.  Both are comparisons, judged at the
+practical-significance margin declared once for every comparative claim (``VERDICTS.md``;
+:mod:`theorems.claims.significance`), with the strict reading beside it.  Tables:
+:mod:`theorems.results.recommendations`; sizes per profile as declared."""
+
+from __future__ import annotations
+
+from theorems.results.recommendations import default_policy_table, default_policy_traces, gda_validation, section10_params
+from theorems.tables import cached
+
+from . import significance
+from .registry import Computed, Context, Decision, claim, decides, edit, fmt
+
+
+@claim("default-policy", "§10", "Recency floor + pinned sinks + decayed score + random ties is safe on adversarial "
+       "traces and gives up nothing measurable on benign traffic.",
+       sizes={"T": (2000, 2000), "k": (128, 128), "seeds": (8, 8), "real_traces": (1, -1)})
+def default_policy(ctx: Context) -> Computed:
+    T, k = ctx.sizes["T"], ctx.sizes["k"]
+    table = cached(default_policy_table, T=T, k=k, seeds=ctx.sizes["seeds"], real=ctx.sizes["real_traces"])
+    by: dict[str, dict] = {}
+    for r in table.rows:
+        cell = by.setdefault(r.workload, {"kind": r.params["kind"], "steps": r.params["steps"], "opt": r.opt_cost,
+                                          "regret": {}})
+        cell["regret"][r.policy] = r.alg_cost
+    evidence = {"test": "theorems/test_default_policy.py"}
+    worse = sorted(n for n, c in by.items() if c["kind"] == "benign" and c["regret"]["Default"] > c["regret"]["H2O"])
+    if worse:
+        traces = default_policy_traces(T, k, ctx.sizes["real_traces"])
+        evidence["default_worse_than_h2o"] = ctx.save_counterexample(
+            "default_policy_" + worse[0].replace(" ", "_").replace("=", ""), traces[worse[0]][1])
+    # No committed replay of the default in the model (realtrace/data holds traces and the study, no quality run).
+    return Computed({"workloads": by, "T": T, "k": k, "default_params": {"recent": max(1, k // 4), "n_sinks": 4},
+                     "margin": significance.declared(), "quality_replay": None},
+                    {"adversarial": "safe", "benign": "gives up nothing measurable"}, evidence)
+
+
+QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompts "
+                 "(python -m paper_check quality Default --budget K beside H2O; needs the [real] extra)")
+
+
+@decides("default-policy", flips={
+    "Default best on every benign trace, the adaptive adversary beaten": (lambda v: edit(v, "workloads", lambda w: {
+        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
+                {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
+        "holds"),
+    "Default measurably worse than H2O on a benign trace": (lambda v: edit(v, "workloads", lambda w: {
+        n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
+        if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
+    "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted")})
+def default_policy_decide(v: dict, e: dict) -> Decision:
+    """Readings of "gives up nothing measurable on benign traffic", each against H2O (the heavy-hitter system the
+    default modifies): (margin, the claim's own) a loss counts only above the declared practical-significance margin
+    ``v['margin']`` (VERDICTS.md; :mod:`theorems.claims.significance`) -- the paper measures a policy by its tracking
+    gap (Sections 9 and 12), so the regret is its own yardstick; (strict) any loss above 1e-9 counts; (quality) the
+    model's output -- not-checkable while ``v['quality_replay']`` is None, naming the missing replay.  "Safe on
+    adversarial traces": (oblivious) on the paper's Theorem 2 construction the default's regret equals the
+    optimum's; (adaptive) against an adversary that attends each token once it is dropped.  Under a regret
+    reading: refuted when the oblivious part fails or the default loses to H2O on a benign trace (beyond the
+    reading's margin); holds-with-correction when those hold but the adaptive adversary drives it to about one unit
+    per step, or the best other policy beats it measurably on a benign trace; holds otherwise.  Flips: a loss to
+    H2O crossing the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed."""
+    w, margin = v["workloads"], v["margin"]
+    obl = w["decoy-and-sleeper"]
+    safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9
+    adaptive = w["adaptive NM adversary (own)"]["regret"]
+    floor = 0.9 * (v["T"] - v["k"] - 1)
+    everyone_loses = all(x >= floor for x in adaptive.values())
+    benign = {n: c for n, c in w.items() if c["kind"] == "benign"}
+    strict = {"relative": 0.0, "per_step": 0.0}
+
+    def best_other(c):
+        return min((p for p in c["regret"] if p != "Default"), key=lambda p: c["regret"][p])
+
+    def judge(m: dict) -> tuple[str, dict, list[str]]:
+        tol = {n: max(significance.margin(c["regret"]["H2O"], c["steps"], m), 1e-9) for n, c in benign.items()}
+        lost = {n: c["regret"]["Default"] - c["regret"]["H2O"] for n, c in benign.items()
+                if c["regret"]["Default"] - c["regret"]["H2O"] > tol[n]}
+        best_lost = {n: (best_other(c), c["regret"]["Default"] - c["regret"][best_other(c)]) for n, c in benign.items()
+                     if significance.measurably_worse(c["regret"]["Default"], c["regret"][best_other(c)], c["steps"],
+                                                      m) and c["regret"]["Default"] - c["regret"][best_other(c)] > 1e-9}
+        parts = []
+        if everyone_loses:
+            parts.append(f"safe against the oblivious Theorem 2 construction only: the adaptive NM adversary gives "
+                         f"every one of {len(adaptive)} policies, Default included, regret >= {fmt(floor)} over "
+                         f"{v['T']} steps against an optimum of 0")
+        if best_lost:
+            parts.append("no measurable loss against H2O, but against the best other policy there is: " + ", ".join(
+                f"{n} ({p} loses {fmt(d, 3)} less)" for n, (p, d) in best_lost.items()))
+        verdict = "refuted" if not safe or lost else ("holds-with-correction" if parts else "holds")
+        return verdict, lost, parts
+
+    verdict, lost, parts = judge(margin)
+    strict_verdict, strict_lost, _ = judge(strict)
+    real = {n: c for n, c in benign.items() if n.startswith("real")}
+    real_better = [n for n, c in real.items() if significance.measurably_better(
+        c["regret"]["Default"], c["regret"]["H2O"], c["steps"], margin)]
+
+    def vs_h2o(n, c):
+        d = c["regret"]["Default"] - c["regret"]["H2O"]
+        return (f"{n}: {fmt(c['regret']['Default'])} vs {fmt(c['regret']['H2O'])} ({d:+.3g}, "
+                f"{d / max(c['regret']['H2O'], 1e-12):+.1%}; margin {fmt(significance.margin(c['regret']['H2O'], c['steps'], margin), 3)})")
+
+    readings = {
+        "margin: a loss to H2O counts above the declared margin (the claim's own)": {
+            "verdict": verdict, "finding": f"measurable losses to H2O on {len(lost)} of {len(benign)} benign traces"},
+        "strict: any loss to H2O above 1e-9 counts": {
+            "verdict": strict_verdict, "finding": f"losses to H2O on {len(strict_lost)} of {len(benign)} benign "
+                                                  "traces: " + (", ".join(f"{n} ({d:+.3g})" for n, d in
+                                                                          strict_lost.items()) or "none")},
+        "quality: the model's output on benign prompts": {
+            "verdict": "not-checkable" if v["quality_replay"] is None else verdict,
+            "finding": f"missing input: {QUALITY_INPUT}" if v["quality_replay"] is None else "replay committed"}}
+    return Decision(
+        verdict,
+        f"Policy run: the Section 10 default with recency floor {v['default_params']['recent']}, "
+        f"{v['default_params']['n_sinks']} pinned sinks, half-life = floor, random ties (k = {v['k']}).  Declared "
+        f"margin: max({fmt(margin['relative'])} x H2O's regret, {fmt(margin['per_step'])} x rows).  Regret on "
+        f"decoy-and-sleeper {fmt(obl['regret']['Default'])} (OPT {fmt(obl['opt'])}, ACC {fmt(obl['regret']['ACC'])}); "
+        f"against H2O on benign traces: " + "; ".join(vs_h2o(n, c) for n, c in benign.items())
+        + f".  Measurable losses to H2O: {len(lost)} of {len(benign)} benign traces (strict reading: "
+          f"{len(strict_lost)}, verdict {strict_verdict}); on the real traces Default is measurably better than H2O "
+          f"on {len(real_better)} of {len(real)}.  The adaptive NM adversary drives all {len(adaptive)} policies to "
+          f"regret >= {fmt(floor)}: {everyone_loses}.  Output quality is not judged: no committed quality replay of "
+          "the default.",
+        correction="; ".join(parts) + "." if verdict == "holds-with-correction" else None, readings=readings)
+
+
+# default_runs: the randomized default's seeds.  Its random tie-break rarely fires on these traces (scores are
+# positive), so a fifth seed leaves the values as they are; tests/test_claim_inputs.py varies T instead.
+@claim("gda-validation", "§11", "Greedy-Dual-Attention -- the decayed, recency-floored policy -- matches the "
+       "heavy-hitter policies on benign traces and separates from them on a shifted or adversarial suffix.",
+       sizes={"T": (600, 2000), "k": (32, 128), "real_traces": (1, -1), "default_runs": (4, 4)})
+def gda_validation_claim(ctx: Context) -> Computed:
+    res, traces = cached(gda_validation, T=ctx.sizes["T"], k=ctx.sizes["k"], real=ctx.sizes["real_traces"],
+                         seeds=ctx.sizes["default_runs"])
+    cases = {}
+    for name, rows in res.items():
+        for kk in sorted({r["k"] for r in rows}):
+            mine = [r for r in rows if r["k"] == kk]
+            cases[f"{name} k={kk}"] = {"trace": name, "k": kk, "judged_params": section10_params("Default", kk),
+                                       "steps": {r["window"]: r["steps"] for r in mine},
+                                       "gap_per_step": {f"{r['policy']} {r['window']}": r["gap_per_step"]
+                                                        for r in mine}}
+    values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
+              "also_reported": "GD-A", "margin": significance.declared()}
+    evidence = {"test": "theorems/test_default_policy.py"}
+    fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
+    if fails:
+        evidence["counterexample"] = ctx.save_counterexample("gda_validation_" + fails[0].replace(" ", "_"),
+                                                             traces[fails[0]])
+    return Computed(values, {"benign": "matches the heavy-hitter policies", "suffix": "separates (lower regret)"},
+                    evidence)
+
+
+def _separation(c: dict, policy: str, margin: dict) -> dict:
+    """One case of the Section 11 pattern for ``policy``, at the declared margin (per-step gaps, so one row):
+    it *matches* H2O on the benign window when its gap exceeds H2O's by at most the margin (winning counts as
+    matching), and *separates* on the suffix when its gap is below both undecayed accumulators' (H2O, ACC) by more
+    than the margin."""
+    g = c["gap_per_step"]
+    matches = not significance.measurably_worse(g[f"{policy} benign"], g["H2O benign"], 1, margin)
+    beats = {r: significance.measurably_better(g[f"{policy} suffix"], g[f"{r} suffix"], 1, margin)
+             for r in ("H2O", "ACC")}
+    return {"matches_benign": matches, "separates_from": beats, "pattern": matches and all(beats.values())}
+
+
+def _gda_correction(cases: dict, fails: list[str], margin: dict, why, pol: str) -> str:
+    """Where the pattern fails, split by cause: H2O does not degrade on the suffix either (its gap within the margin
+    of the optimum's: nothing to separate from), or it degrades and the judged policy is not ahead by the margin."""
+    flat = [n for n in fails if not significance.measurably_worse(cases[n]["gap_per_step"]["H2O suffix"], 0.0, 1,
+                                                                  margin)]
+    behind = [n for n in fails if n not in flat]
+    parts = []
+    if flat:
+        parts.append(f"on {len(flat)} of the {len(fails)} failing cases H2O does not degrade on the suffix either (its "
+                     f"gap is within the margin of the optimum's), so there is nothing to separate from: "
+                     + "; ".join(why(n, pol) for n in flat))
+    if behind:
+        parts.append(f"on {len(behind)} H2O degrades but {pol} is not ahead of it by the margin: "
+                     + "; ".join(why(n, pol) for n in behind))
+    return "The separation does not show everywhere: " + "; and ".join(parts) + "."
+
+
+def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]]:
+    fails = [n for n, c in cases.items() if not _separation(c, policy, margin)["pattern"]]
+    return ("holds" if not fails else ("refuted" if len(fails) > len(cases) / 2 else "holds-with-correction")), fails
+
+
+@decides("gda-validation", flips={
+    "the default separates everywhere": (lambda v: edit(v, "cases", lambda cs: {n: dict(c, gap_per_step=dict(
+        c["gap_per_step"], **{"Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
+        for n, c in cs.items()}), "holds"),
+    "the default no better than H2O on any suffix": (lambda v: edit(v, "cases", lambda cs: {n: dict(
+        c, gap_per_step=dict(c["gap_per_step"], **{"Default suffix": c["gap_per_step"]["H2O suffix"]}))
+        for n, c in cs.items()}), "refuted")})
+def gda_validation_decide(v: dict, e: dict) -> Decision:
+    """The prediction is judged for the policy the sentence names, ``v['judged']`` (the Section 10 default: decayed,
+    recency-floored; parameters in the values), per trace/budget case by :func:`_separation` at the declared margin
+    ``v['margin']`` (VERDICTS.md, practical significance): it matches H2O on the benign window (not measurably
+    worse; better counts as matching) and beats both H2O and ACC on the suffix by more than the margin.  Universal
+    over "a shifted or adversarial suffix": refuted when the pattern fails on more than half of the cases,
+    holds-with-correction when it fails on some, holds when it shows on every case.  Readings: the same rule for
+    the registered plain GD-A (``v['also_reported']``, the policy the earlier verdict judged; no recency floor, no
+    sinks) and for the default with a zero margin (strict).  Flips: a suffix gap crossing H2O's or ACC's by the
+    margin, a benign gap crossing H2O's plus the margin."""
+    cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
+    verdict, fails = _gda_verdict(cases, pol, margin)
+    old_verdict, old_fails = _gda_verdict(cases, old, margin)
+    strict_verdict, strict_fails = _gda_verdict(cases, pol, {"relative": 0.0, "per_step": 0.0})
+
+    def why(n: str, p: str) -> str:
+        s, g = _separation(cases[n], p, margin), cases[n]["gap_per_step"]
+        lost = [r for r, ok in s["separates_from"].items() if not ok]
+        return (f"{n} (benign gap {fmt(g[p + ' benign'], 3)} vs H2O {fmt(g['H2O benign'], 3)}"
+                + ("" if s["matches_benign"] else ": measurably worse") + f"; suffix gap {fmt(g[p + ' suffix'], 3)} vs "
+                + ", ".join(f"{r} {fmt(g[r + ' suffix'], 3)}" for r in ("H2O", "ACC"))
+                + (f": not below {' and '.join(lost)} by the margin" if lost else "") + ")")
+
+    readings = {
+        f"{pol}: the decayed, recency-floored policy of Section 10 (the claim's own)": {
+            "verdict": verdict, "finding": f"pattern on {len(cases) - len(fails)} of {len(cases)} cases"
+                                           + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")},
+        f"{old}: the registered plain policy (no recency floor, no sinks; the earlier verdict's policy)": {
+            "verdict": old_verdict, "finding": f"pattern on {len(cases) - len(old_fails)} of {len(cases)} cases"
+                                               + (f"; not on {'; '.join(why(n, old) for n in old_fails)}"
+                                                  if old_fails else "")},
+        f"{pol}, strict: any difference counts": {
+            "verdict": strict_verdict, "finding": f"pattern on {len(cases) - len(strict_fails)} of {len(cases)} "
+                                                  "cases"}}
+    return Decision(
+        verdict,
+        f"Policy judged: {pol} ({v['judged_params_rule']}; run with " + ", ".join(
+            f"{p} at k = {kk}" for kk, p in sorted({c["k"]: str(c["judged_params"]) for c in cases.values()}.items()))
+        + f").  Declared margin: max({fmt(margin['relative'])} x the rival's gap, "
+        f"{fmt(margin['per_step'])}) per step.  It matches H2O on the benign window and beats H2O and ACC on the "
+        f"suffix on {len(cases) - len(fails)} of {len(cases)} trace/budget cases"
+        + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")
+        + f".  The registered plain {old} shows the pattern on {len(cases) - len(old_fails)} of {len(cases)} "
+          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.",
+        correction=None if verdict != "holds-with-correction" else _gda_correction(cases, fails, margin, why, pol),
+        readings=readings)

@@ -1,0 +1,103 @@
+"""Result tables for the paper's recommendations (Sections 10 and 11): the Section 10 default policy against every
+other NM policy, and the Section 11 prediction for the decayed, recency-floored policy, each against the exact NM
+optimum (``kvcore.optima.nm_opt``), with seeds where a policy is randomized.  The claims are
+:mod:`theorems.claims.recommendations`; the test module ``theorems/test_default_policy.py`` asserts on the tables.
+"""
+
+from __future__ import annotations
+
+import policies
+from adversary import (adaptive_k_plus_one_nm, adversarial_and_benign, decoy_and_sleeper, decoy_and_sleeper_roles,
+                       topic_shift)
+from kvcore.measure import measure
+from kvcore.optima import nm_opt
+from realtrace import load_default_traces
+from realtrace.experiments import SECTION11_POLICIES, section11, section11_windows
+
+from ..tables import Row, Table
+from .practice import nm_policy_names, pick_real
+
+
+def section10_params(name: str, k: int) -> dict:
+    """The parameters of a policy in the Section 10 / 11 comparisons at budget ``k``: the default (and its fixed-tie
+    control) with a recency floor of ``k/4`` (the paper: "a few hundred" at budgets of thousands), 4 sinks and a
+    half-life equal to the floor; every other NM policy at its registered defaults (no parameters)."""
+    if name in ("Default", "Default-FixedTies"):
+        return {"recent": max(1, k // 4), "n_sinks": 4}
+    return {}
+
+
+def compared_policy(name: str, k: int):
+    """A factory of policy ``name`` configured by :func:`section10_params` at budget ``k``."""
+    return policies.resolve(name, section10_params(name, k) or None)
+
+
+def default_policy_traces(T: int, k: int, real: int = 0) -> dict[str, tuple[str, object]]:
+    """:func:`adversary.adversarial_and_benign` plus ``real`` committed real traces (benign)."""
+    out = adversarial_and_benign(T, k)
+    if real:
+        ts, _ = load_default_traces()
+        out.update({f"real {n}": ("benign", ts.traces[n]) for n in pick_real(ts.names(), real)})
+    return out
+
+
+def default_policy_rivals() -> list[str]:
+    """The Section 10 default and every registered NM policy that is not a variant of it (a subclass, such as the
+    fixed-tie control, would only compare the default with itself)."""
+    default = policies.get("Default").cls
+    return [n for n in nm_policy_names() if n == "Default" or not issubclass(policies.get(n).cls, default)]
+
+
+def default_policy_table(T: int, k: int, seeds: int = 8, real: int = 0, names=None) -> Table:
+    """The Section 10 default against every other NM policy (default: :func:`default_policy_rivals`) and the exact optimum, NM
+    regret per trace of :func:`default_policy_traces`, plus the adaptive NM adversary
+    (``adversary.adaptive_k_plus_one_nm``) built against each policy itself (every policy is its own worst case
+    there).  Randomized policies: mean of ``seeds`` seeds with a 95% interval.  ``params['kind']`` is
+    adversarial/benign, ``params['steps']`` the trace's rows."""
+
+    names = default_policy_rivals() if names is None else list(names)
+    table = Table("default-policy", "the Section 10 default is safe on adversarial traces and loses nothing on "
+                                    "benign ones")
+    for wname, (kind, tr) in default_policy_traces(T, k, real).items():
+        opt = nm_opt(tr, k)
+        for n in names:
+            m = measure(compared_policy(n, k), tr, k, model="nm", seeds=range(seeds), opt=opt)
+            table.add(Row.of(table.result, m, wname, params={"kind": kind, "steps": tr.T}))
+    for n in names:
+        tr = adaptive_k_plus_one_nm(compared_policy(n, k)(), k, T, seed=0)
+        m = measure(compared_policy(n, k), tr, k, model="nm", seeds=(0,))
+        table.add(Row.of(table.result, m, "adaptive NM adversary (own)", params={"kind": "adversarial", "steps": tr.T}))
+    return table
+
+
+def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0, seeds: int = 4) -> dict:
+    """The Section 11 prediction -- the decayed, recency-floored policy matches the heavy-hitter policies on benign
+    windows and separates from them on a shifted or adversarial suffix -- on synthetic traces and the committed real
+    traces, reusing :func:`realtrace.experiments.section11` (per-window regret per step of the Section 10 default
+    configured by :func:`section10_params`, the registered plain GD-A, H2O, StreamingLLM, TOVA, ACC and the exact NM
+    optimum; the default, randomized, is the mean of ``seeds`` seeds).  Synthetic: a topic shift (benign window =
+    the last quarter of topic 1, suffix = the first quarter of topic 2) and decoy-and-sleeper (benign = the priming
+    steps, suffix = the sleeper suffix).  Returns ``({trace name: [WindowResult.as_dict(), ...]}, {trace name:
+    trace})``."""
+
+    run = {"policies": SECTION11_POLICIES + (("Default",),), "configure": section10_params, "seeds": range(seeds)}
+    out, traces = {}, {}
+    L = max(T // 2, 16)
+    ts_tr = topic_shift(2 * L, L, max(2, k // 2), sinks=4, sink_mass=0.3, seed=7)
+    q = L // 4
+    out["topic shift"] = [r.as_dict() for r in section11(ts_tr.trace, (k,), range(L - q, L), range(L, L + q), **run)]
+    traces["topic shift"] = ts_tr.trace
+    roles = decoy_and_sleeper_roles(k)
+    ds = decoy_and_sleeper(k, 1 / (4 * k), T)
+    out["decoy-and-sleeper"] = [r.as_dict() for r in section11(
+        ds, (k,), range(0, roles.suffix_start), range(roles.suffix_start, ds.T),
+        range(roles.sleeper, roles.sleeper + 1), **run)]
+    traces["decoy-and-sleeper"] = ds
+    if real:
+        tset, _ = load_default_traces()
+        benign, suffix, sleeper = section11_windows(tset)
+        for n in pick_real(tset.names(), real):
+            out[f"real {n}"] = [r.as_dict() for r in section11(tset.traces[n], budgets_real, benign, suffix,
+                                                               sleeper, **run)]
+            traces[f"real {n}"] = tset.traces[n]
+    return out, traces
