@@ -48,7 +48,8 @@ def regret_curve_convex_decide(v: dict, e: dict) -> Decision:
                                    f"OPT(k), k = {lo}..{hi}, is not convex and non-increasing: {n} {where}.")
     d2 = min(h["min_second_difference"] for h in v["heads"].values())
     return Decision("holds", f"On all {len(v['heads'])} heads of {v['traces']} (T = {v['T']}) the exact regret curve "
-                             f"OPT(k), k = {lo}..{hi} ({v['flow_solves']} certified flows: {v['flows_certified']}), "
+                             f"OPT(k), k = {lo}..{hi} ({v['flow_solves']} flows, "
+                             f"{'all certified' if v['flows_certified'] else 'NOT all certified'}), "
                              f"never rises and every second difference is >= 0 in exact arithmetic (smallest "
                              f"{fmt(d2)}).")
 
