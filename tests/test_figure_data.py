@@ -188,7 +188,7 @@ def test_seed002_plots_the_block_study_with_its_references():
 
 
 def test_alloc_plots_each_allocation_from_the_study():
-    sizes = {"curve_k": 3, "budgets_per_head": (1, 2), "dp_per_head": 1}
+    sizes = {"per_head_ks": (1, 2), "dp_per_head": 1}
     study = cached(allocation_study, **sizes)
     plotted = render("alloc", alloc_overlay({"alloc": sizes})).plotted
     for name in ("uniform", "static", "dynamic"):

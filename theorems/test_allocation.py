@@ -16,22 +16,22 @@ import pytest
 
 from kvcore.optima import nm_opt
 from theorems.claims import CLAIMS
-from theorems.claims.allocation import SIZES
+from theorems.claims.allocation import CURVE_SIZES, SIZES
 from theorems.results.allocation import allocation_study, committed_traceset, curve_study
 from theorems.tables import cached, to_jsonable
 
-QUICK = {name: pair[0] for name, pair in SIZES.items()}
+QUICK = {name: pair[0] for name, pair in {**SIZES, **CURVE_SIZES}.items()}
 
 
 @pytest.fixture(scope="module")
 def study():
-    return cached(allocation_study, curve_k=QUICK["curve_k"], budgets_per_head=QUICK["budgets_per_head"],
-                  dp_per_head=QUICK["dp_per_head"])
+    return cached(allocation_study, per_head_ks=QUICK["per_head_ks"], dp_per_head=QUICK["dp_per_head"])
 
 
-def test_every_head_curve_is_convex_and_non_increasing(study):
-    heads = study["curves"]["heads"]
-    assert len(heads) == 12 and study["curves"]["flows_certified"]
+def test_every_head_curve_is_convex_and_non_increasing():
+    curves = cached(curve_study, curve_k=QUICK["curve_steps"])
+    heads = curves["heads"]
+    assert len(heads) == 12 and curves["flows_certified"] and curves["flow_solves"] == 12 * QUICK["curve_steps"]
     for name, h in heads.items():
         assert h["violations"] == {"increase": [], "concave": []}, name
         assert h["min_second_difference"] >= 0 and h["first_decrease"] >= h["last_decrease"] >= 0
@@ -63,4 +63,4 @@ def test_the_claims_decide_on_these_values(study):
     verdicts = {cid: CLAIMS[cid].run(Context(PROFILE, out_dir=None)).verdict
                 for cid in ("regret-curve-convex", "equal-marginal-regret", "static-vs-coupled")}
     assert verdicts == {"regret-curve-convex": "holds", "equal-marginal-regret": "holds", "static-vs-coupled": "holds"}
-    assert to_jsonable(study["rows"][0]["B"]) == 12 * QUICK["budgets_per_head"][0]
+    assert to_jsonable(study["rows"][0]["B"]) == 12 * QUICK["per_head_ks"][0]

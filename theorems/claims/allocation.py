@@ -4,26 +4,26 @@ Tables: :mod:`theorems.results.allocation`; rules: ``VERDICTS.md``."""
 
 from __future__ import annotations
 
-from theorems.results.allocation import allocation_study
+from theorems.results.allocation import allocation_study, curve_study
 from theorems.tables import cached
 
 from .registry import Computed, Context, Decision, claim, decides, edit, fmt
 
-SIZES = {"curve_k": (24, 128), "budgets_per_head": ((2, 4, 8), (2, 4, 8, 16, 32, 64)), "dp_per_head": (2, 4)}
+CURVE_SIZES = {"curve_steps": (24, 128)}  # the curve is solved at k = 0..curve_steps on every head
+SIZES = {"per_head_ks": ((2, 4, 8), (2, 4, 8, 16, 32, 64)), "dp_per_head": (2, 4)}  # budgets B = heads x k
 TEST = "theorems/test_allocation.py"
 
 
 def _study(ctx: Context) -> dict:
     z = ctx.sizes
-    return cached(allocation_study, curve_k=z["curve_k"], budgets_per_head=tuple(z["budgets_per_head"]),
-                  dp_per_head=z["dp_per_head"])
+    return cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"])
 
 
 @claim("regret-curve-convex", "§8 (premise)", "The exact no-refetch optimum's regret is a convex, non-increasing "
        "function of the cache size k on every head (the premise under which equalizing marginal regret reductions "
-       "is the optimal split of a budget).", sizes=SIZES)
+       "is the optimal split of a budget).", sizes=CURVE_SIZES)
 def regret_curve_convex(ctx: Context) -> Computed:
-    c = _study(ctx)["curves"]
+    c = cached(curve_study, curve_k=ctx.sizes["curve_steps"])
     return Computed({"traces": c["traces"], "T": c["T"], "k_range": [0, c["curve_k"]], "flow_solves": c["flow_solves"],
                      "flows_certified": c["flows_certified"],
                      "heads": {n: {"increases": h["violations"]["increase"], "concave_at": h["violations"]["concave"],

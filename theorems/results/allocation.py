@@ -16,6 +16,7 @@ from kvcore.optima.allocation import (RegretCurve, allocation_regret, convexity_
 from kvcore.optima.coupled import coupled_curve
 from realtrace import COMMITTED, COMMITTED_NAME, load_traceset
 from realtrace.allocate import head_curves
+from theorems.tables import cached
 
 # the solvers a curve can be computed with: the exact flow, and the future-mass heuristic (paper §4; not optimal),
 # the perturbed solver the convexity check is seen to fail on
@@ -28,9 +29,15 @@ def committed_traceset():
     return ts
 
 
+def flow_curves() -> list[RegretCurve]:
+    """The exact curves of the committed heads; memoized through ``cached(flow_curves)``, the claims and the figure
+    share one set of solved points."""
+    return head_curves(committed_traceset())
+
+
 def curves_with(ts, solver: str) -> list[RegretCurve]:
     if solver == "flow":
-        return head_curves(ts)
+        return cached(flow_curves)
     if solver != "future-mass":
         raise ValueError(f"curve solver {solver!r}: one of {CURVE_SOLVERS}")
     return [RegretCurve(solve=lambda k, tr=ts.traces[n]: _heuristic(tr, k), name=n) for n in ts.names()]
@@ -53,23 +60,20 @@ def curve_study(curve_k: int, solver: str = "flow") -> dict:
         heads[c.name] = {"violations": convexity_violations(v), "min_second_difference": float(min(d2)),
                          "first_decrease": float(v[0] - v[1]), "last_decrease": float(v[-2] - v[-1]),
                          "flat_from": flat, "regret_at_k": float(v[-1])}
-    solves = sum(len(c.certificates) for c in curves)
+    certs = [g for c in curves for k, (_, g) in c.certificates.items() if k <= curve_k]
     return {"traces": ts.source, "T": ts.T, "curve_k": curve_k, "solver": solver, "heads": heads,
-            "flows_certified": all(g == 0.0 for c in curves for _, g in c.certificates.values()),
-            "flow_solves": solves, "_curves": curves}
+            "flows_certified": all(g == 0.0 for g in certs), "flow_solves": len(certs)}
 
-
-def allocation_study(curve_k: int, budgets_per_head: tuple[int, ...], dp_per_head: int) -> dict:
-    """At each total ``B = H b`` (``b`` in ``budgets_per_head``): the uniform split, the exact static optimum (greedy
-    on the flow curves, checked against the dynamic program at ``B = H dp_per_head``), the dynamic coupled optimum
+def allocation_study(per_head_ks: tuple[int, ...], dp_per_head: int) -> dict:
+    """At each total ``B = H k`` (``k`` in ``per_head_ks``): the uniform split, the exact static optimum (greedy on
+    the flow curves, checked against the dynamic program at ``B = H dp_per_head``), the dynamic coupled optimum
     (one certified flow per budget), §8's marginal condition at the static optimum and the spread of the last-slot
     decreases under the uniform split."""
-    curves_part = curve_study(curve_k)
-    curves = curves_part.pop("_curves")
+    curves = cached(flow_curves)
     ts = committed_traceset()
     names = ts.names()
     H = len(names)
-    budgets = [H * b for b in budgets_per_head]
+    budgets = [H * b for b in per_head_ks]
     coupled = coupled_curve([ts.traces[n] for n in names], budgets)
     rows = []
     for B, dyn in zip(budgets, coupled):
@@ -89,7 +93,7 @@ def allocation_study(curve_k: int, budgets_per_head: tuple[int, ...], dp_per_hea
     dp_B = H * dp_per_head
     dp_value, _ = dp_allocation(curves, dp_B)
     greedy_value = allocation_regret(curves, greedy_allocation(curves, dp_B, limit=ts.T))
-    return {"curves": curves_part, "heads": H, "T": ts.T, "rows": rows,
+    return {"traces": ts.source, "heads": H, "T": ts.T, "rows": rows,
             "unattributed": float(sum(float(ts.traces[n].residual.sum()) for n in names)),
             "dp_check": {"B": dp_B, "greedy": float(greedy_value), "dp": float(dp_value),
                          "equal": greedy_value == dp_value}}

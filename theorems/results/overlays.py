@@ -297,11 +297,10 @@ def _short_policy(label: str) -> str:
 def alloc_overlay(sizes: dict) -> dict:
     """The claim's rows of :func:`allocation_study`: uniform, static-optimal and dynamic-coupled regret per budget."""
     z = sizes["alloc"]
-    s = cached(allocation_study, curve_k=z["curve_k"], budgets_per_head=tuple(z["budgets_per_head"]),
-               dp_per_head=z["dp_per_head"])
+    s = cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"])
     return {"budgets": [r["B"] for r in s["rows"]], "uniform": [r["uniform"] for r in s["rows"]],
             "static": [r["static"] for r in s["rows"]], "dynamic": [r["dynamic"] for r in s["rows"]],
-            "heads": s["heads"], "trace": f"{s['curves']['traces']}: {s['heads']} KV heads, T = {s['T']}, "
+            "heads": s["heads"], "trace": f"{s['traces']}: {s['heads']} KV heads, T = {s['T']}, "
                                           f"exact certified flows, stored entries only"}
 
 
