@@ -17,6 +17,8 @@ Sections (all measured in this one run, in this order):
              Zipf(1.0) trace of 1e6 requests, 1e5 objects, k = 1000;
   nm         every registered NM policy through the plain engine on a 20,000-step attention trace, 32 nonzeros per
              row, k = 1024;
+  allocation the exact optima behind budgets across heads on the committed trace set (bench/allocation.py):
+             per-head regret curves three ways, the dynamic coupled optimum over all heads;
   optima     rm_opt at T = 1e5 and 1e6 (k = 1000, costs 1..8) and nm_opt at T = 5,000/k = 256 and T = 20,000/k = 1024,
              each in a fresh process (its time and its peak RSS, VmHWM; see bench/optimum_child.py), with the exact
              network simplex and with the pre-exact HiGHS path (``baseline``), and their ratios.
@@ -44,7 +46,7 @@ from kvcore.traces import PagingTrace
 from policies import all_policies, make
 from policies.fast import hits_per_step, lru_miss_curve, simulate_fast
 
-from . import e2e
+from . import allocation, e2e
 from . import libcachesim_adapter as lcs
 from .workloads import attention_trace, zipf_items
 
@@ -53,7 +55,7 @@ FULL = {"big": (10**7, 10**6, 10_000), "engine": (10**6, 10**5, 1000), "nm": (20
         "memory": (5 * 10**7, 10**6, 10_000)}
 QUICK = {"big": (200_000, 20_000, 200), "engine": (100_000, 10_000, 100), "nm": (2000, 128),
          "rm_opt": [(10_000, 100)], "nm_opt": [(1000, 64)], "mrc_sizes": 20, "memory": (10**6, 10**5, 200)}
-SECTIONS = ("vs-lcs", "e2e", "memory", "startup", "mrc", "engine", "nm", "optima")
+SECTIONS = ("vs-lcs", "e2e", "memory", "startup", "mrc", "engine", "nm", "allocation", "optima")
 KERNEL_ORDER = ("lru", "fifo", "lfu", "belady")
 
 
@@ -363,6 +365,8 @@ def print_report(rep: dict) -> None:
             note = "" if r["steps"] == n["T"] else "  (prefix: full run over the budget)"
             print(f"{r['policy']:22} {r['steps']:7d} steps {fmt_rate(r['sps']).replace('/s', ' steps/s'):>18} "
                   f"regret {r['regret']:12.3f}{note}")
+    if "allocation" in rep:
+        allocation.print_allocation(rep["allocation"])
     if "optima" in rep:
         o = rep["optima"]
         print(f"\n## exact optima (fresh process each; an idle process with the imports peaks at "
@@ -417,6 +421,8 @@ def main(argv: list[str] | None = None) -> int:
         rep["engine"] = section_engine(engine_items, engine_k, args.policy_budget)
     if "nm" not in args.skip:
         rep["nm"] = section_nm(cfg["nm"][0], cfg["nm"][1], args.policy_budget, args.seed)
+    if "allocation" not in args.skip:
+        rep["allocation"] = allocation.section_allocation(allocation.QUICK if args.quick else allocation.FULL)
     if "optima" not in args.skip:
         rep["optima"] = section_optima(cfg, args.seed, args.opt_timeout)
     if args.json:

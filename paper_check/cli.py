@@ -266,6 +266,7 @@ def cmd_claim(args) -> int:
 def _mounted_commands():
     """(name, Command, help) of the subcommands whose options and runner live with their packages, so ``python -m
     paper_check NAME`` and the package's own command line are one code path."""
+    from realtrace.allocate_cli import COMMAND as allocate
     from realtrace.capture_cli import COMMAND as capture
     from realtrace.press.cli import COMMAND as press
     from realtrace.quality.cli import COMMAND as quality
@@ -276,7 +277,9 @@ def _mounted_commands():
             ("capture", capture, "capture real attention traces (the model run needs the [real] extra)"),
             ("press", press, "a kvpress press against the exact NM optimum (needs the [real] and [kvpress] extras)"),
             ("quality", quality, "replay eviction schedules in the real model and measure output quality (needs "
-                                 "the [real] extra; presses also [kvpress])")]
+                                 "the [real] extra; presses also [kvpress])"),
+            ("allocate", allocate, "one total budget over the KV heads of a trace set: uniform, the exact static "
+                                   "optimum and the dynamic coupled optimum")]
 
 
 # --------------------------------------------------------------------------------------------------------------------

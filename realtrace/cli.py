@@ -4,7 +4,8 @@ as it is (the same code path as ``python -m paper_check capture|press``):
 * ``capture`` (:mod:`realtrace.capture_cli`, needs the ``[real]`` extra) -- attention traces into a trace set;
 * ``report`` (:mod:`realtrace.report_cli`) -- measurements and experiments on a trace set;
 * ``press`` (:mod:`realtrace.press.cli`, needs ``[real,kvpress]``) -- kvpress presses against the exact optimum;
-* ``study`` (:mod:`realtrace.study_cli`) -- every layer and KV head at several budgets, as parallel tasks.
+* ``study`` (:mod:`realtrace.study_cli`) -- every layer and KV head at several budgets, as parallel tasks;
+* ``allocate`` (:mod:`realtrace.allocate_cli`) -- one total budget over the KV heads: uniform, static, coupled.
 """
 
 from __future__ import annotations
@@ -18,10 +19,12 @@ EXAMPLES = ("commands:\n"
             "  python -m realtrace capture --out DIR [--tokens N] [--prompt FILE|builtin:NAME] [--layers ...]\n"
             "  python -m realtrace report [TRACESET_DIR] [--budget K ...] [--json FILE]\n"
             "  python -m realtrace press NAME|--all [--ratio R | --budget K] [--decoding --interval N] --traces DIR\n"
-            "  python -m realtrace study --traces DIR --out DIR [--budgets K,K,..] [--workers N | --scheduler ADDR]")
+            "  python -m realtrace study --traces DIR --out DIR [--budgets K,K,..] [--workers N | --scheduler ADDR]\n"
+            "  python -m realtrace allocate [--traces DIR] --total B [--json] [--lukv-curve FILE]")
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
+    from .allocate_cli import COMMAND as allocate
     from .capture_cli import COMMAND as capture
     from .press.cli import COMMAND as press
     from .report_cli import COMMAND as report
@@ -34,6 +37,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     report.mount(sub, "report", "measurements and experiments on a trace set")
     press.mount(sub, "press", "a kvpress press against the exact NM optimum (needs the [real,kvpress] extras)")
     study.mount(sub, "study", "every layer and KV head of trace sets at several budgets, as parallel tasks")
+    allocate.mount(sub, "allocate", "one total budget over the KV heads: uniform, static optimum, coupled optimum")
 
 
 COMMAND = Command(prog=PROG, description="Real attention traces from a real language model, and the measurements on "

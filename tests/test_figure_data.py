@@ -15,9 +15,10 @@ from adversary import decoy_and_sleeper, decoy_and_sleeper_roles, persistent_att
 from figures import render
 from kvcore.engine import run_nm
 from kvcore.formulas import GUARANTEES, landlord_bound, zipf_tail_mass
+from theorems.results.allocation import allocation_study
 from theorems.results.blocks import PAGE_READING, WORKLOADS, StudyProfile, run_block_study
 from theorems.results.classic import cyclic_table, eq6_table, eq8_table, marking_table
-from theorems.results.overlays import (FIG11_TRACE, FIG13_TOKENS, fig7_overlay, fig8_overlay, fig9_overlay,
+from theorems.results.overlays import (FIG11_TRACE, FIG13_TOKENS, alloc_overlay, fig7_overlay, fig8_overlay, fig9_overlay,
                                        fig11_overlay, fig11_policies, fig13_overlay, ratio_interval, seed002_overlay,
                                        tail_regret_table, typical_regret_table)
 from theorems.tables import cached
@@ -181,6 +182,20 @@ def test_seed002_plots_the_block_study_with_its_references():
         [100 * r["persistent_hit_rate"] for r in pers], rel=1e-12)
     assert plotted["persistence/reset"]["y"][-len(pers):] == pytest.approx(
         [100 * r["plain_hit_rate"] for r in pers], rel=1e-12)
+
+
+# -- Budgets across heads: claim static-vs-coupled's study -----------------------------------------------------------
+
+
+def test_alloc_plots_each_allocation_from_the_study():
+    sizes = {"per_head_ks": (1, 2), "dp_per_head": 1}
+    study = cached(allocation_study, **sizes)
+    plotted = render("alloc", alloc_overlay({"alloc": sizes})).plotted
+    for name in ("uniform", "static", "dynamic"):
+        assert plotted[name]["x"] == [12.0, 24.0]
+        assert plotted[name]["y"] == pytest.approx([r[name] for r in study["rows"]], rel=1e-12)
+    # what the three lines must satisfy, independently of the study: the coupled optimum is below every static split
+    assert all(d <= s <= u for d, s, u in zip(*(plotted[n]["y"] for n in ("dynamic", "static", "uniform"))))
 
 
 # -- published numbers and tables ---------------------------------------------------------------------------------

@@ -195,6 +195,9 @@ SAMPLE = {
                 "persistence": {f"workload {j}": {"LFU": {"reset": 10, "persistent": 20},
                                                   "EMA alpha=0.01": {"reset": 30, "persistent": 31}}
                                 for j in range(2)}},
+    "alloc": {"budgets": [24, 48, 96, 192, 384, 768], "uniform": [3232, 2407, 1610, 860, 330, 60],
+              "static": [3014, 2226, 1459, 781, 290, 41], "dynamic": [2922, 2119, 1362, 716, 250, 30], "heads": 12,
+              "trace": "realtrace/data/smollm2_recall: 12 KV heads, T = 617, exact certified flows"},
 }
 
 

@@ -17,8 +17,9 @@ from tests.command_line import ROOT, run_module
 README = ROOT / "README.md"
 # modules whose command lines the README documents, and their subcommands
 SUBCOMMANDS = {
-    "paper_check": {"list", "figure", "claim", "simulate", "fuzz", "capture", "press", "quality", "policies"},
-    "realtrace": {"capture", "report", "press", "study"},
+    "paper_check": {"list", "figure", "claim", "simulate", "fuzz", "capture", "press", "quality", "policies",
+                    "allocate"},
+    "realtrace": {"capture", "report", "press", "study", "allocate"},
     "verify": set(),
     "figures": set(),
     "bench": set(),

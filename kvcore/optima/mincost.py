@@ -198,7 +198,7 @@ def solve(net: FlowNetwork, solver: str = DEFAULT_SOLVER) -> FlowSolution:
         return _solve_highs(net)
     if solver == "networkx":
         return _solve_networkx(net)
-    return _solve_netsimplex(net)
+    return solve_netsimplex(net)[0]
 
 
 def _net_outflow(net: FlowNetwork, flow: np.ndarray) -> np.ndarray:
@@ -257,7 +257,11 @@ def tree_potentials(cost: np.ndarray, tail: np.ndarray, head: np.ndarray, pred: 
     return pi
 
 
-def _solve_netsimplex(net: FlowNetwork) -> FlowSolution:
+def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tuple[FlowSolution, np.ndarray]:
+    """The exact network simplex from ``net.start``, and the final spanning tree (one arc per node, -1 for a node
+    hung from the root).  ``tree_arc`` (same form) is the starting tree: a strongly feasible tree that holds every arc
+    strictly between its bounds in ``net.start`` -- a previous solve's final tree stays one when arcs carrying flow
+    at their upper bound are appended (:mod:`kvcore.optima.capacity_curve` re-solves that way)."""
     order = np.arange(net.n_arcs) if net.scan_order is None else net.scan_order
     tail, head = net.tail[order], net.head[order]
     cap = (net.cap - net.lower)[order].astype(np.int64)
@@ -265,7 +269,10 @@ def _solve_netsimplex(net: FlowNetwork) -> FlowSolution:
     exact = net.cost[order]
     zero = np.zeros(net.n_arcs, np.int64)
     bits = cost_bits(net.n_nodes)
-    tree = np.full(net.n_nodes, -1, np.int64)
+    position = np.empty(net.n_arcs, np.int64)
+    position[order] = np.arange(net.n_arcs)
+    tree = np.full(net.n_nodes, -1, np.int64) if tree_arc is None else \
+        np.where(tree_arc >= 0, position[np.maximum(tree_arc, 0)], -1)
     reduced = exact  # the costs of the current round: exact reduced costs w.r.t. the previous round's potentials
     k = max(0, bit_length(exact) - bits)
     gain = max(1, bits - 2 * net.n_nodes.bit_length())
@@ -282,7 +289,9 @@ def _solve_netsimplex(net: FlowNetwork) -> FlowSolution:
             out = np.empty(net.n_arcs, np.int64)
             out[order] = flow + net.lower[order]
             _check_feasible(net, out, "netsimplex")
-            return FlowSolution(out, "netsimplex", 0.0)
+            final = pred[:-1]
+            return FlowSolution(out, "netsimplex", 0.0), np.where(final < net.n_arcs, order[np.minimum(
+                final, net.n_arcs - 1)], -1)
         reduced = rc
         k = max(0, k - gain)
         tree = np.where(pred[:-1] < net.n_arcs, pred[:-1], -1)
@@ -328,7 +337,7 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     gap = duality_gap(rc, flow, net.lower, net.cap)
     if gap < scale_c:  # below one cost unit: no integral flow is cheaper
         return FlowSolution(flow, "highs", float(Fraction(gap, scale_c) * net.cost_unit))
-    fallback = _solve_netsimplex(net)
+    fallback = solve_netsimplex(net)[0]
     return FlowSolution(fallback.flow, "highs+netsimplex", fallback.gap_bound)
 
 

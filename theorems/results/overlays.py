@@ -21,6 +21,7 @@ from kvcore.optima import nm_opt
 
 from ..profile import Profile
 from ..tables import Row, Table, cached
+from .allocation import allocation_study
 from .blocks import PAGE_READING, run_block_study
 from .classic import cyclic_table, eq6_table, eq8_table, marking_table
 
@@ -41,6 +42,7 @@ SIZES = {
 CLAIM_SIZES = {
     "7": {"eq8": "eq8-landlord"},
     "8": {"eq6": "eq6-det-lower-bound", "eq9": "eq9-randomized"},
+    "alloc": {"alloc": "static-vs-coupled"},
 }
 
 
@@ -287,8 +289,23 @@ def _short_policy(label: str) -> str:
     return label if "alpha=" not in label else "EMA alpha=" + label.split("alpha=")[1].split(",")[0].rstrip(")")
 
 
+# ---------------------------------------------------------------------------------------------------------------------
+# Budgets across heads (claim static-vs-coupled): regret against total budget per allocation
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def alloc_overlay(sizes: dict) -> dict:
+    """The claim's rows of :func:`allocation_study`: uniform, static-optimal and dynamic-coupled regret per budget."""
+    z = sizes["alloc"]
+    s = cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"])
+    return {"budgets": [r["B"] for r in s["rows"]], "uniform": [r["uniform"] for r in s["rows"]],
+            "static": [r["static"] for r in s["rows"]], "dynamic": [r["dynamic"] for r in s["rows"]],
+            "heads": s["heads"], "trace": f"{s['traces']}: {s['heads']} KV heads, T = {s['T']}, "
+                                          f"exact certified flows, stored entries only"}
+
+
 OVERLAYS = {"7": fig7_overlay, "8": fig8_overlay, "9": fig9_overlay, "11": fig11_overlay, "13": fig13_overlay,
-            "seed002": seed002_overlay}
+            "seed002": seed002_overlay, "alloc": alloc_overlay}
 
 
 def figure_data(fig_id: str, profile: Profile, sizes: dict | None = None) -> dict | None:
