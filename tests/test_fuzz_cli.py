@@ -116,7 +116,7 @@ def test_no_violation_writes_nothing_and_the_budget_bounds_the_search(tmp_path):
 
 def test_explicit_out_is_created_before_the_search_and_stays_empty(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["FIFO", "-k", "2", "--examples", "5", "--out", "a/b/c"]) == 0
+    assert main(["FIFO", "-k", "2", "--examples", "5", "--seconds", "3", "--out", "a/b/c"]) == 0
     assert (tmp_path / "a/b/c").is_dir() and list((tmp_path / "a/b/c").iterdir()) == []
 
 

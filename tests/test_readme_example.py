@@ -19,6 +19,6 @@ def test_readme_policy_example_runs(tmp_path):
     p = subprocess.run(env_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
     p = subprocess.run([sys.executable, "-m", "paper_check", "fuzz", "my_policy:Clock", "--capacity", "3",
-                        "--examples", "100", "--out", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
+                        "--examples", "100", "--seconds", "8", "--out", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
                        timeout=600)
     assert p.returncode == 0 and "no violation found" in p.stdout, p.stdout + p.stderr

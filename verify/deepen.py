@@ -3,11 +3,11 @@ spends the rest of its budget on longer and longer traces, until a violation is 
 
 Rounds
     Round ``r`` runs every construction of the model at ``scale = 2^r`` times its base length (:meth:`adversary.
-    constructions.Construction.built`), adaptive ones first, each alone and then after warm-ups of
-    :mod:`adversary.warmups` (benign, random, another construction) as long as its base length times ``scale``:
-    an adaptive construction after every warm-up (it drives the policy through the warm-up itself, so it answers
-    the policy's state after thousands of evictions), any other after one warm-up kind, in turn from round to
-    round.  A (construction, warm-up) pair is dropped once its next run -- predicted from its last one, linear
+    constructions.Construction.built`), adaptive ones first, alone or after a warm-up of :mod:`adversary.warmups`
+    (benign, random, another construction) as long as its base length times ``scale``: an adaptive construction
+    alone and after every warm-up (it drives the policy through the warm-up itself, so it answers the policy's
+    state after thousands of evictions), any other once per round, alone or after one warm-up kind, in turn from
+    round to round.  A (construction, warm-up) pair is dropped once its next run -- predicted from its last one, linear
     in the length -- would not fit in what is left.
 Climbing (recompute model)
     Between rounds, :class:`Climber` runs a hill-climbing search on unit paging traces of the round's length: the
@@ -77,13 +77,13 @@ class Deepening:
             s.emit(("deepest", reached))
 
     def round(self, scale: int, until: float) -> bool:
-        """The pairs of this round that still fit, at ``scale``; False when none ran.  Every construction runs
-        alone; an adaptive one also after every warm-up, any other after one warm-up kind, in turn by round."""
+        """The pairs of this round that still fit, at ``scale``; False when none ran.  An adaptive construction runs
+        alone and after every warm-up; any other once, alone or after one warm-up kind, in turn by round."""
         s, ran = self.s, False
-        kinds = RM_WARMUPS if self.model == "rm" else NM_WARMUPS
+        kinds = (None,) + (RM_WARMUPS if self.model == "rm" else NM_WARMUPS)
         turn = kinds[scale.bit_length() % len(kinds)]
         for c in sorted(constructions(self.model), key=lambda c: not c.adaptive):
-            for kind in (None,) + (kinds if c.adaptive else (turn,)):
+            for kind in (kinds if c.adaptive else (turn,)):
                 key = (c.name, kind)
                 if key in self.dropped or self.done():
                     continue

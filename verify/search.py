@@ -48,7 +48,7 @@ from .shrink import minimize
 
 SEEDS = 8                   # runs of a randomized policy per trace (kvcore.measure's interval rule)
 CONSTRUCTION_SHARE = 0.5    # of the budget, at most, for the constructions
-SEARCH_SHARE = 0.4          # of what is left, at most, for the targeted search (deepening needs the rest)
+SEARCH_SHARE = 0.25         # of what is left, at most, for the targeted search (deepening needs the rest)
 SHRINK_RESERVE = 0.3        # of the search's time, kept for shrinking once something exceeds the bound
 HYPOTHESIS_SHRINK_SHARE = 0.6   # of the time left for shrinking; the rest makes the result locally minimal
 REPORT_RESERVE = 0.02       # of the budget, left after deepening for the report to reach the supervisor
