@@ -9,6 +9,7 @@ bench.fuzz_power``)."""
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass
 
@@ -16,13 +17,16 @@ import numpy as np
 import pytest
 
 import policies
-from adversary import constructions
+from adversary import constructions, cyclic_k_plus_one
 from adversary.warmups import concat_attention, nm_warmup, rm_warmup
 from bench.power_policies import LateLIFO
 from kvcore.measure import measure, within
 from kvcore.traces import PagingTrace
 from tests.command_line import run_module
+from verify.config import FuzzConfig
+from verify.deepen import Climber
 from verify.fuzz import fuzz_policy
+from verify.search import Search
 from verify.shrink import minimize, without_steps
 from verify.supervisor import GRACE
 
@@ -120,3 +124,27 @@ def test_constructions_grow_with_the_scale_and_take_a_warm_up():
         warm = rm_warmup("benign", 3, 100)
         after = c.built(3, make, 1, warm)
         assert after.T == one.T + 100 and np.array_equal(after.items[:100], warm.items)
+
+
+def test_the_power_benchmark_through_its_command_line():
+    # from the repository root, like every benchmark (bench/ is not an installed package)
+    code, out, err = run_module("bench.fuzz_power", "--help")
+    assert code == 0 and all(o in out for o in ("--seconds", "--only", "--json")), err
+    code, _, err = run_module("bench.fuzz_power", "--seconds", "nan")
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "--seconds" in err
+    code, out, err = run_module("bench.fuzz_power", "--only", "LIFO", "--seconds", "3", "--json")
+    row = json.loads(out)["rows"][0]
+    assert code == 0 and row["flagged"] and row["as_expected"] and row["found"] > 3, err
+    assert row["first_violation_seconds"] is not None and row["first_violation_seconds"] <= row["seconds"]
+
+
+@pytest.mark.parametrize("name, reach", [("LRU", None), ("LIFO", 3), ("LFU", 3)])
+def test_the_climber_alone_reaches_what_the_constructions_reach(name, reach):
+    """From uniform random requests, with no construction to start from: LRU's ratio near the cyclic sequence's
+    at the same length (its worst case), LIFO and LFU above the bound."""
+    s = Search(FuzzConfig(name, 3).checked(), {}, lambda event: None, time.monotonic() + 60)
+    s.prepare()
+    climber = Climber(s)
+    climber.climb(160, time.monotonic() + 5)
+    target = ratio(name, cyclic_k_plus_one(3, 160)) if reach is None else reach
+    assert climber.value > (0.97 * target if reach is None else target), (climber.value, target)

@@ -132,6 +132,18 @@ class Search:
         return make
 
     def run(self) -> None:
+        self.prepare()
+        budget = self.deadline - time.monotonic()
+        self.constructions()
+        if not self.stopped:
+            self.explore()
+        if not self.stopped and not self.objective.exceeds(self.worst):
+            Deepening(self).run(self.deadline - REPORT_RESERVE * budget)
+        if not self.stopped:
+            self.shrink()
+
+    def prepare(self) -> None:
+        """The policy factories, the question, and the ``info`` event: what every stage needs."""
         cfg = self.cfg
         self.make = self._factory(cfg.target)
         self.ref = self._factory(cfg.against) if cfg.against else None
@@ -144,14 +156,6 @@ class Search:
         self.emit(("info", {"policy": getattr(probe, "name", None) or type(probe).__name__,
                             "policy_params": policy_params(cfg.target, cfg), "bound": self.objective.bound,
                             "bound_name": self.objective.bound_name, "value_name": self.objective.value_name}))
-        budget = self.deadline - time.monotonic()
-        self.constructions()
-        if not self.stopped:
-            self.explore()
-        if not self.stopped and not self.objective.exceeds(self.worst):
-            Deepening(self).run(self.deadline - REPORT_RESERVE * budget)
-        if not self.stopped:
-            self.shrink()
 
     # -- measuring ---------------------------------------------------------------------------------------------------
     def measure(self, make, trace, opt=None):

@@ -59,20 +59,24 @@ def minimize(trace, violates: Callable[[object], bool], deadline: float,
     keep = np.ones(trace.T, dtype=bool)
     best = trace
     size = max(1, trace.T // 2)
+    last = 0.0      # seconds of the last judgement: one that would end past the deadline is not started
     while True:
         removed = False
         kept = np.flatnonzero(keep)
         if kept.size <= 1:
             return best, True
         for start in range(0, kept.size, size):
-            if time.monotonic() > deadline:
+            t0 = time.monotonic()
+            if t0 + last > deadline:
                 return best, False
             trial = keep.copy()
             trial[kept[start:start + size]] = False
             if not trial.any():
                 continue
             candidate = admissible(without_steps(trace, trial))
-            if violates(candidate):
+            hit = violates(candidate)
+            last = time.monotonic() - t0
+            if hit:
                 keep, best, removed = trial, candidate, True
         if not removed:
             if size == 1:
