@@ -120,26 +120,33 @@ class Climber:
         self.items: np.ndarray | None = None
         self.value = -math.inf
         self.length = 0
+        self.seconds = 0.0      # of the last judgement: one predicted to end past ``until`` is not started
 
     def climb(self, length: int, until: float) -> None:
+        """Climb at ``length`` (at the current length when a first judgement at ``length`` would not fit) until
+        ``until``, a violation, or a finding that stopped the search."""
         s = self.s
-        if length != self.length:
+        if length != self.length and (not self.length or
+                                      time.monotonic() + self.seconds * length / self.length < until):
             self.length = length
             self.items = self.start(length)
             self.value = self.try_items(self.items)
-        while time.monotonic() < until and not s.stopped and not s.objective.exceeds(s.worst):
+        while time.monotonic() + self.seconds < until and not s.stopped and not s.objective.exceeds(s.worst):
             mutant = self.mutate(self.items)
             v = self.try_items(mutant)
             if v >= self.value:
                 self.items, self.value = mutant, v
 
     def try_items(self, items: np.ndarray) -> float:
+        t0 = time.monotonic()
         trace = PagingTrace.unit(items, f"climbing search (T = {items.size})")
-        return self.s.evaluate_guarded(trace, f"climbing search, T = {items.size}")
+        value = self.s.evaluate_guarded(trace, f"climbing search, T = {items.size}")
+        self.seconds = time.monotonic() - t0
+        return value
 
     def start(self, length: int) -> np.ndarray:
         """The worst unit paging trace so far tiled to ``length``, or uniform requests over ``k + 1`` items."""
-        seed = self.items if self.items is not None else getattr(self.s, "worst_unit_items", None)
+        seed = self.items if self.items is not None else self.s.worst_unit_items
         if seed is None or seed.size == 0:
             return self.rng.integers(0, self.s.k + 1, size=length, dtype=np.int64)
         return np.resize(seed, length)
