@@ -16,7 +16,8 @@ from kvcore.traces import AttentionTrace, PagingTrace
 from ._build import attention_from_rows
 
 
-def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator | None = 0) -> PagingTrace:
+def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator | None = 0,
+                        prefix: PagingTrace | None = None) -> PagingTrace:
     """Adaptive adversary of the deterministic lower bound: every request is a fault for ``policy``.
 
     Construction (Sleator & Tarjan, "Amortized efficiency of list update and paging rules", CACM 1985; paper
@@ -26,6 +27,10 @@ def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator 
     hold; one always exists because at most ``k`` of the ``k+1`` items fit.  So the policy faults on all ``T``
     requests (cold misses included), whatever its rule.
 
+    With a warm-up ``prefix`` (a unit-cost trace), the policy is first driven through it and the ``T`` adaptive
+    requests follow; the returned trace is the prefix followed by them.  A flaw that starts only after many
+    evictions or once statistics accumulate is reached this way.
+
     The returned unit-cost trace is fixed, so it can be replayed against the exact optimum with any cache size
     ``h``.  Replaying the same policy with the same ``seed`` reproduces the run (a randomized policy's coins come
     from ``seed``; the adversary is adaptive-online: it sees the resident set, not future coins).
@@ -33,12 +38,23 @@ def adaptive_k_plus_one(policy, k: int, T: int, seed: int | np.random.Generator 
     k = integer(k, "k", 1)
     T = integer(T, "T", 0)
     sim = RMSimulator(policy, k, seed)
+    head = np.zeros(0, dtype=np.int64) if prefix is None else _unit_items(prefix)
+    for item in head.tolist():
+        sim.step([item])
     seq = np.empty(T, dtype=np.int64)
     for t in range(T):
         item = next(i for i in range(k + 1) if not sim.is_resident(i))
         seq[t] = item
         sim.step([item])
-    return PagingTrace.unit(seq, f"adaptive_k_plus_one(k={k}, T={T}, policy={sim.name})")
+    after = "" if prefix is None else f", after {prefix.T} warm-up requests"
+    return PagingTrace.unit(np.concatenate([head, seq]),
+                            f"adaptive_k_plus_one(k={k}, T={T}, policy={sim.name}{after})")
+
+
+def _unit_items(trace: PagingTrace) -> np.ndarray:
+    if not isinstance(trace, PagingTrace) or not trace.is_unit_single:
+        raise ParameterError("prefix: expected a unit-cost paging trace with one request per step")
+    return trace.items
 
 
 def adaptive_k_plus_one_nm(policy, k: int, T: int, seed: int | np.random.Generator | None = 0) -> AttentionTrace:

@@ -138,7 +138,7 @@ def test_reading_the_future_is_a_contract_violation():
 
 def test_fuzz_isolates_a_future_reader_or_catches_it(registered):
     # as module:Class it runs in its own process, where no frame holds a trace: only its fallback (LRU) can run
-    rep = fuzz_policy("tests.test_contract_statemachine:PeeksAtTrace", 3, examples=3, seconds=30)
+    rep = fuzz_policy("tests.test_contract_statemachine:PeeksAtTrace", 3, examples=3, seconds=20)
     lru = measure(LRU, cyclic_k_plus_one(3, 80), 3).ratio   # the construction's trace, replayed by plain LRU
     assert rep.verdict == "no violation found" and rep.constructions["cyclic k+1"] == pytest.approx(lru)
     # registered, it runs inside the engine's process, reads the trace, and the information-rule check catches it

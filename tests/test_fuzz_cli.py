@@ -116,7 +116,7 @@ def test_no_violation_writes_nothing_and_the_budget_bounds_the_search(tmp_path):
 
 def test_explicit_out_is_created_before_the_search_and_stays_empty(tmp_path, capsys, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    assert main(["FIFO", "-k", "2", "--examples", "5", "--out", "a/b/c"]) == 0
+    assert main(["FIFO", "-k", "2", "--examples", "5", "--seconds", "3", "--out", "a/b/c"]) == 0
     assert (tmp_path / "a/b/c").is_dir() and list((tmp_path / "a/b/c").iterdir()) == []
 
 
@@ -150,7 +150,7 @@ def test_a_policy_raising_only_in_the_search_is_one_line_no_traceback(tmp_path, 
     monkeypatch.syspath_prepend(str(tmp_path))
     fragile = policies.resolve("fragile:Fragile")
     for c in constructions("rm"):   # every construction runs it without a failure: only the search can find one
-        measure(fragile, c.build(3, fragile), 3)
+        measure(fragile, c.built(3, fragile), 3)
     code = main(["fragile:Fragile", "-k", "3", "--examples", "60", "--seconds", "60"])
     out, err = capfd.readouterr()   # file descriptors: the worker's and the policy's output included
     assert code == 1 and "Traceback" not in out + err and "verdict:       policy error" in out, out + err

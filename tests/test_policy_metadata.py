@@ -45,7 +45,7 @@ def test_a_new_policy_declaring_a_bound_is_checked_against_it(registered, tmp_pa
     assert {r.policy for r in table.rows} >= {"Throwaway-FIFO", "Throwaway-MRU"} and table.holds
     # and the fuzzer checks each against the bound it declares: the honest one passes, the one that breaks its
     # promise is caught
-    honest = fuzz_policy("Throwaway-FIFO", 2, examples=30, seconds=20, out_dir=tmp_path)
+    honest = fuzz_policy("Throwaway-FIFO", 2, examples=30, seconds=5, out_dir=tmp_path)
     broken = fuzz_policy("Throwaway-MRU", 2, examples=60, seconds=20, out_dir=tmp_path)
     assert honest.bound_name.startswith("k/(k-h+1)") and not honest.violation
     assert broken.bound_name.startswith("k/(k-h+1)") and broken.violation and broken.worst > 2

@@ -23,6 +23,7 @@ SUBCOMMANDS = {
     "verify": set(),
     "figures": set(),
     "bench": set(),
+    "bench.fuzz_power": set(),
     "tests.test_figure_layout": set(),
     "realtrace.quality": set(),
     "realtrace.quality.bench": set(),

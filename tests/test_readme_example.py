@@ -18,7 +18,9 @@ def test_readme_policy_example_runs(tmp_path):
     env_cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_clock.py"]
     p = subprocess.run(env_cmd, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert p.returncode == 0, p.stdout + p.stderr
+    # --seconds 15 rather than the default 60: a sound policy spends the whole budget (the fuzzer goes deeper until
+    # it ends), and CI need not wait a minute for it
     p = subprocess.run([sys.executable, "-m", "paper_check", "fuzz", "my_policy:Clock", "--capacity", "3",
-                        "--examples", "100", "--out", str(tmp_path)], cwd=tmp_path, capture_output=True, text=True,
-                       timeout=600)
+                        "--examples", "100", "--seconds", "15", "--out", str(tmp_path)], cwd=tmp_path,
+                       capture_output=True, text=True, timeout=600)
     assert p.returncode == 0 and "no violation found" in p.stdout, p.stdout + p.stderr

@@ -57,5 +57,5 @@ def test_fuzzer_finds_the_mutant(tmp_path):
 
 
 def test_fuzzer_passes_lru_itself():
-    rep = fuzz_policy("LRU", 2, examples=30, seconds=30)
+    rep = fuzz_policy("LRU", 2, examples=30, seconds=5)   # a sound policy spends its whole budget
     assert rep.verdict == "no violation found" and rep.worst <= 2

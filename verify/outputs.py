@@ -99,10 +99,19 @@ def format_report(rep: FuzzReport) -> str:
         lines.append(f"construction:  {name}: {v if isinstance(v, str) else _fmt(v)}")
     lines.append(f"search:        {rep.examples} targeted examples, largest value {_fmt(rep.search_worst)}; "
                  f"{rep.measured} traces measured in {rep.seconds:.1f} s")
+    lines.append(f"depth:         longest trace measured {rep.longest_trace} steps"
+                 + (f" (deepening reached {rep.deepest_scale}x the constructions' base length)"
+                    if rep.deepest_scale else " (no deepening: a violation was found first, or no time was left)"))
+    if rep.first_violation_seconds is not None:
+        lines.append(f"first found:   {rep.first_violation_seconds:.1f} s after the start")
     if rep.worst_trace is not None:
         lines.append(f"worst found:   {_fmt(rep.worst)} ({rep.worst_source}) on {_short(rep.worst_trace)}")
     if rep.shrunk_trace is not None:
         lines.append(f"shrunk:        {_fmt(rep.shrunk)} on {_short(rep.shrunk_trace)}")
+        if rep.shrunk_minimal is not None:
+            lines.append(f"               {rep.shrunk_trace.T} steps, from {rep.shrunk_from}: " + (
+                "locally minimal (removing any one step loses the violation)" if rep.shrunk_minimal else
+                "the budget ran out before it was locally minimal (the smallest trace so far is reported)"))
     if rep.finding:
         text = rep.message if rep.message.startswith(rep.finding) else f"{rep.finding}: {rep.message}"
         lines.append(f"finding:       {text}")

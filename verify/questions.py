@@ -63,6 +63,10 @@ class Question:
     def from_construction(self, built):
         return built if self.s.cfg.model == "rm" else built[-1]
 
+    def admissible(self, trace):
+        """``trace`` mapped into the traces the question is asked on (the identity, except for the premise)."""
+        return trace
+
     def exceeds(self, value: float) -> bool:
         return not within(value, self.bound)
 
@@ -100,7 +104,10 @@ class TailBound(Question):
         return theorem4_premise_traces(self.s.k, self.p.rho, self.p.W, self.p.tau, **_nm_sizes(self.s.k))
 
     def from_construction(self, built):
-        return within_theorem4_premise(built[-1], self.p.rho, self.p.W, self.p.tau, self.s.k - 1)
+        return self.admissible(built[-1])
+
+    def admissible(self, trace):
+        return within_theorem4_premise(trace, self.p.rho, self.p.W, self.p.tau, self.s.k - 1)
 
     def evaluate(self, trace):
         m = self.s.measure(self.s.make, trace)

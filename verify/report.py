@@ -51,6 +51,11 @@ class FuzzReport:
     shrunk: float | None = None
     shrunk_trace: PagingTrace | AttentionTrace | None = None
     shrunk_details: dict = field(default_factory=dict)
+    shrunk_minimal: bool | None = None     # removing any one step loses the violation (None: not shrunk that far)
+    shrunk_from: int | None = None         # length of the trace the local minimization started from
+    longest_trace: int = 0                 # the longest trace measured, in steps
+    deepest_scale: int | None = None       # the last scale the deepening stage reached
+    first_violation_seconds: float | None = None   # seconds from the start to the first value above the bound
     constructions: dict[str, Any] = field(default_factory=dict)
     finding: str | None = None
     message: str | None = None
@@ -127,6 +132,12 @@ class FuzzReport:
             self.worst, self.worst_trace, self.worst_source, self.worst_details = rest
         elif kind == "shrunk":
             self.shrunk, self.shrunk_trace, self.shrunk_details = rest
+        elif kind == "minimal":
+            self.shrunk_minimal, self.shrunk_from = rest
+        elif kind == "longest":
+            self.longest_trace = rest[0]
+        elif kind == "deepest":
+            self.deepest_scale = rest[0]
         elif kind == "finding":
             # the policy's findings win over an internal error; a later one of the same rank is a smaller trace
             if self.finding in POLICY_FINDINGS and rest[0] not in POLICY_FINDINGS:
@@ -154,7 +165,11 @@ class FuzzReport:
                 "search_worst": num(self.search_worst), "worst": num(self.worst), "worst_source": self.worst_source,
                 "worst_details": self.worst_details, "worst_trace": trace(self.worst_trace),
                 "shrunk": num(self.shrunk), "shrunk_details": self.shrunk_details,
-                "shrunk_trace": trace(self.shrunk_trace),
+                "shrunk_trace": trace(self.shrunk_trace), "shrunk_minimal": self.shrunk_minimal,
+                "shrunk_from": self.shrunk_from, "shrunk_length": None if self.shrunk_trace is None else
+                self.shrunk_trace.T, "longest_trace": self.longest_trace, "deepest_scale": self.deepest_scale,
+                "first_violation_seconds": None if self.first_violation_seconds is None else
+                round(self.first_violation_seconds, 3),
                 "constructions": {k: num(v) for k, v in self.constructions.items()},
                 "verdict": self.verdict, "exit_code": self.exit_code, "finding": self.finding,
                 "message": self.message, "contract_violation": self.contract_violation,

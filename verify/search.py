@@ -9,10 +9,15 @@ Stages
        are named as skipped);
     2. a targeted search: every example reports its value to ``hypothesis.target`` so generation climbs toward
        the worst case (Loscher & Sagonas, "Targeted property-based testing", ISSTA 2017), seeded by ``seed``;
-    3. shrinking: the search is replayed with the same seed (values come from a cache, so the replay costs only
-       generation) until the example to shrink comes up, and hypothesis shrinks it (MacIver & Donaldson, ECOOP
-       2020) -- to a minimal trace above the bound (``bound``, ``premise``) or one attaining the maximum found
-       (``against``).  The worst value found (and where) and the shrunk example are reported apart.
+    3. deepening (:mod:`verify.deepen`): the constructions at doubling lengths, after warm-ups, and a climbing
+       search, until a violation is found or the budget is spent (the longest trace measured is reported);
+    4. shrinking: when the search's examples broke the bound, the search is replayed with the same seed (values
+       come from a cache, so the replay costs only generation) until the example to shrink comes up, and hypothesis
+       shrinks it (MacIver & Donaldson, ECOOP 2020) -- to a small trace above the bound (``bound``, ``premise``) or
+       one attaining the maximum found (``against``); that trace, or else the shortest violating trace found, is
+       then made locally minimal by :func:`verify.shrink.minimize` (removing any one step loses the violation),
+       or the report says the budget cut it short.  The worst value found (and where) and the shrunk example are
+       reported apart.
 
 A failure is classified by :meth:`Search.fault_of`: the policy's own (a contract violation, an exception raised in
 its source files, a failure or timeout of its isolated process) or the fuzzer's (``internal error``).
@@ -35,13 +40,18 @@ from kvcore.traces import PagingTrace
 
 from .check import assert_prefix_consistent
 from .config import FuzzConfig, policy_params
+from .deepen import Deepening
 from .isolated import PolicyFailed, PolicyHost, PolicyTimeout
 from .questions import QUESTIONS
 from .report import POLICY_FINDINGS
+from .shrink import minimize
 
 SEEDS = 8                   # runs of a randomized policy per trace (kvcore.measure's interval rule)
 CONSTRUCTION_SHARE = 0.5    # of the budget, at most, for the constructions
+SEARCH_SHARE = 0.25         # of what is left, at most, for the targeted search (deepening needs the rest)
 SHRINK_RESERVE = 0.3        # of the search's time, kept for shrinking once something exceeds the bound
+HYPOTHESIS_SHRINK_SHARE = 0.6   # of the time left for shrinking; the rest makes the result locally minimal
+REPORT_RESERVE = 0.02       # of the budget, left after deepening for the report to reach the supervisor
 VALUE_CAP = 1e12            # hypothesis.target needs a finite number
 
 
@@ -95,6 +105,7 @@ class Search:
         self.k = cfg.k
         self.cache: dict[tuple, tuple[float, dict]] = {}
         self.worst = -math.inf
+        self.worst_trace = None
         self.search_worst: float | None = None
         self.examples = 0
         self.first_exceed: float | None = None
@@ -102,6 +113,10 @@ class Search:
         self.stopped = False
         self.t_search = 0.0
         self.last_progress = 0.0
+        self.longest = 0
+        self.smallest_hit = None        # the shortest trace found above the bound
+        self.hypothesis_shrunk = None   # (value, trace) hypothesis shrank to
+        self.worst_unit_items = None    # the worst unit paging trace's requests (the climber starts from them)
 
     # -- set-up ------------------------------------------------------------------------------------------------------
     def _factory(self, spec: str) -> Callable[[], Any]:
@@ -117,6 +132,18 @@ class Search:
         return make
 
     def run(self) -> None:
+        self.prepare()
+        budget = self.deadline - time.monotonic()
+        self.constructions()
+        if not self.stopped:
+            self.explore()
+        if not self.stopped and not self.objective.exceeds(self.worst):
+            Deepening(self).run(self.deadline - REPORT_RESERVE * budget)
+        if not self.stopped:
+            self.shrink()
+
+    def prepare(self) -> None:
+        """The policy factories, the question, and the ``info`` event: what every stage needs."""
         cfg = self.cfg
         self.make = self._factory(cfg.target)
         self.ref = self._factory(cfg.against) if cfg.against else None
@@ -129,11 +156,6 @@ class Search:
         self.emit(("info", {"policy": getattr(probe, "name", None) or type(probe).__name__,
                             "policy_params": policy_params(cfg.target, cfg), "bound": self.objective.bound,
                             "bound_name": self.objective.bound_name, "value_name": self.objective.value_name}))
-        self.constructions()
-        if not self.stopped:
-            self.explore()
-        if not self.stopped:
-            self.shrink()
 
     # -- measuring ---------------------------------------------------------------------------------------------------
     def measure(self, make, trace, opt=None):
@@ -153,9 +175,28 @@ class Search:
         self.consider(value, trace, details, source)
         return value, details
 
+    def evaluate_guarded(self, trace, source: str) -> float:
+        """``evaluate``'s value, or ``-inf`` after a failure, which is recorded like one in the constructions (a
+        finding about the policy stops the search)."""
+        try:
+            value = self.evaluate(trace, source)[0]
+            for h in self.hosts.values():
+                h.finish()
+            return value
+        except BaseException as exc:  # noqa: BLE001
+            self._record_failure(exc, trace, source, deep=True)
+            return -math.inf
+
     def consider(self, value: float, trace, details: dict, source: str) -> None:
+        if trace.T > self.longest:
+            self.longest = trace.T
+            self.emit(("longest", trace.T))
+        if self.objective.exceeds(value) and (self.smallest_hit is None or trace.T < self.smallest_hit.T):
+            self.smallest_hit = trace
         if value > self.worst:
-            self.worst = value
+            self.worst, self.worst_trace = value, trace
+            if isinstance(trace, PagingTrace) and trace.is_unit_single:
+                self.worst_unit_items = trace.items
             self.emit(("worst", value, trace, source, details))
 
     def fault_of(self, exc: BaseException) -> tuple[str, str]:
@@ -182,30 +223,50 @@ class Search:
                 self.emit(("construction", c.name, "skipped: the constructions' share of the budget is spent"))
                 continue
             self.emit(("stage", f"construction {c.name!r}"))
-            trace = None
-            try:
-                trace = self.objective.from_construction(c.build(self.k, self.make))
-                for h in self.hosts.values():
-                    h.finish()
-                self.emit(("construction", c.name, self.evaluate(trace, f"construction {c.name!r}")[0]))
+            self.run_construction(c, f"construction {c.name!r}")
+            if self.stopped:
+                return
+
+    def run_construction(self, c, label: str, scale: int = 1, prefix=None, deep: bool = False) -> bool:
+        """Build construction ``c`` at ``scale`` after ``prefix`` and evaluate it (at the base length, check the
+        information rule on it too); False when it failed.  A failure of the policy stops the search; one of the
+        fuzzer is an internal error at the base length, and a note when ``deep`` (a length that exhausts memory
+        is not a finding)."""
+        trace = None
+        try:
+            trace = self.objective.from_construction(c.built(self.k, self.make, scale, prefix))
+            for h in self.hosts.values():
+                h.finish()
+            value = self.evaluate(trace, label)[0]
+            if not deep:
+                self.emit(("construction", c.name, value))
                 assert_prefix_consistent(self.make, trace, self.k, self.cfg.model)
-                for h in self.hosts.values():
-                    h.finish()
-            except BaseException as exc:  # noqa: BLE001
-                kind, message = self.fault_of(exc)
-                if kind in POLICY_FINDINGS or isinstance(exc, _BelowOptimum):
-                    self.emit(("finding", kind, f"{message} (construction {c.name!r})", trace))
-                    self.stopped = True
-                    return
-                self.emit(("construction", c.name, f"failed: internal error: {message}"))
-                self.emit(("finding", "internal error", f"construction {c.name!r} at k = {self.k}: {message}",
-                           None))
+            for h in self.hosts.values():
+                h.finish()
+        except BaseException as exc:  # noqa: BLE001
+            self._record_failure(exc, trace, label, c.name, deep)
+            return False
+        return True
+
+    def _record_failure(self, exc: BaseException, trace, label: str, construction: str | None = None,
+                        deep: bool = False) -> None:
+        kind, message = self.fault_of(exc)
+        if kind in POLICY_FINDINGS or isinstance(exc, _BelowOptimum):
+            self.emit(("finding", kind, f"{message} ({label})", trace))
+            self.stopped = True
+            return
+        if deep:
+            self.emit(("note", f"deepening: {label} failed ({message}); not tried again"))
+            return
+        if construction is not None:
+            self.emit(("construction", construction, f"failed: internal error: {message}"))
+        self.emit(("finding", "internal error", f"{label} at k = {self.k}: {message}", None))
 
     # -- stage 2 -----------------------------------------------------------------------------------------------------
     def _explore_until(self) -> float:
         if not self.policy_fault and self.first_exceed is not None:
             return self.deadline - SHRINK_RESERVE * (self.deadline - self.t_search)
-        return self.deadline
+        return self.t_search + SEARCH_SHARE * (self.deadline - self.t_search)
 
     def _settings(self, shrink: bool):
         from hypothesis import HealthCheck, Phase, Verbosity, settings
@@ -239,7 +300,10 @@ class Search:
 
         try:
             hyp_seed(self.cfg.seed)(self._settings(False)(given(self.objective.strategy())(one)))()
-        except (_OutOfTime, _Stop, _PolicyFault):
+        except _OutOfTime:
+            self.emit(("note", f"the targeted search stopped after {self.examples} of {self.cfg.examples} examples "
+                               f"(its share of the budget)"))
+        except (_Stop, _PolicyFault):
             pass
         except Exception as exc:  # noqa: BLE001 -- hypothesis' own errors (e.g. a flaky failure)
             if not self.policy_fault:
@@ -259,23 +323,57 @@ class Search:
         self.stopped = True
         raise _Stop()
 
-    # -- stage 3 -----------------------------------------------------------------------------------------------------
+    # -- stage 4 -----------------------------------------------------------------------------------------------------
     def shrink(self) -> None:
+        """Shrink the search's example with hypothesis (when the search broke the bound), then make that trace, or
+        else the shortest violating one found, locally minimal (module docstring)."""
+        if not self.objective.exceeds(self.worst):
+            return
+        self.emit(("stage", "shrinking"))
+        if self.search_worst is not None and self.objective.exceeds(self.search_worst):
+            self._shrink_with_hypothesis()
+            if self.stopped:
+                return
+        if self.hypothesis_shrunk is not None:
+            start, start_value = self.hypothesis_shrunk[1], self.hypothesis_shrunk[0]
+        elif self.cfg.mode == "against":
+            start, start_value = self.worst_trace, self.worst
+        else:
+            start = self.smallest_hit
+            start_value = self.cache[_trace_key(start)][0]
+        hit = self._hit(start_value)
+
+        def violates(trace) -> bool:
+            cached = self.cache.get(_trace_key(trace))
+            value = cached[0] if cached is not None else self.evaluate_guarded(trace, "shrinking")
+            if self.stopped:
+                raise _Stop()
+            return hit(value)
+
+        try:
+            small, complete = minimize(start, violates, self.deadline, self.objective.admissible)
+        except _Stop:
+            return
+        value, details = self.cache[_trace_key(small)]
+        self.emit(("shrunk", value, small, details))
+        self.emit(("minimal", complete, start.T))
+
+    def _hit(self, best: float):
+        """What a shrunk trace must keep: a value above the bound (``bound``, ``premise``), or the value ``best``
+        of the trace being shrunk (``against``: the maximum, not merely a positive difference)."""
+        if self.cfg.mode == "against":
+            return lambda v: v >= best - REL_TOL * max(1.0, abs(best))
+        return self.objective.exceeds
+
+    def _shrink_with_hypothesis(self) -> None:
         from hypothesis import given, seed as hyp_seed, target
 
-        if self.search_worst is None or not self.objective.exceeds(self.search_worst):
-            return
-        best = self.search_worst
-        if self.cfg.mode == "against":   # the trace attaining the maximum, made minimal
-            def hit(v):
-                return v >= best - REL_TOL * max(1.0, abs(best))
-        else:                            # a minimal trace above the bound
-            hit = self.objective.exceeds
-        self.emit(("stage", "shrinking"))
+        hit = self._hit(self.search_worst)
+        until = time.monotonic() + HYPOTHESIS_SHRINK_SHARE * (self.deadline - time.monotonic())
         found = []
 
         def one(trace):
-            if time.monotonic() > self.deadline:
+            if time.monotonic() > until:
                 raise _OutOfTime()
             cached = self.cache.get(_trace_key(trace))
             if cached is None:
@@ -291,6 +389,7 @@ class Search:
             target(_finite(value), label="value")
             if hit(value):
                 found.append(1)
+                self.hypothesis_shrunk = (value, trace)
                 self.emit(("shrunk", value, trace, details))
                 raise _Exceeded()
 

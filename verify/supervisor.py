@@ -12,8 +12,8 @@ Isolation
     trace exists and before the worker is forked, receiving only the engine's five calls.  Registered policies are
     project code and run inside the worker.
 Events (tuples, first element the kind)
-    ``info``, ``stage``, ``construction``, ``measured``, ``examples``, ``worst``, ``shrunk``, ``finding``, ``note``,
-    ``usage`` (a :class:`~kvcore.errors.ParameterError` found in the worker: re-raised here), ``done``.
+    ``info``, ``stage``, ``construction``, ``measured``, ``examples``, ``worst``, ``longest``, ``deepest``,
+    ``shrunk``, ``minimal``, ``finding``, ``note``, ``usage`` (a :class:`~kvcore.errors.ParameterError` found in the worker: re-raised here), ``done``.
 Environment
     The worker ignores SIGINT (the supervisor owns Ctrl-C), sends stray prints to stderr so they never mix into a
     report on stdout, and gives hypothesis a temporary home directory (no database), removed afterwards.
@@ -70,7 +70,7 @@ def supervise(cfg: FuzzConfig) -> FuzzReport:
             pass
         for h in hosts.values():
             h.detach()
-        _collect(rep, rx, deadline)
+        _collect(rep, rx, deadline, start)
     finally:
         if worker is not None:
             try:
@@ -90,7 +90,7 @@ def supervise(cfg: FuzzConfig) -> FuzzReport:
     return rep
 
 
-def _collect(rep: FuzzReport, rx, deadline: float) -> None:
+def _collect(rep: FuzzReport, rx, deadline: float, start: float) -> None:
     while True:
         left = deadline + GRACE - time.monotonic()
         if left <= 0 or not rx.poll(left):
@@ -105,6 +105,8 @@ def _collect(rep: FuzzReport, rx, deadline: float) -> None:
         if event[0] == "done":
             return
         rep.apply(event)
+        if rep.first_violation_seconds is None and rep.violation:
+            rep.first_violation_seconds = time.monotonic() - start
 
 
 def _worker(cfg: FuzzConfig, hosts: dict, tx, rx, deadline: float, home: str) -> None:
