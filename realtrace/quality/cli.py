@@ -46,8 +46,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--presses", type=comma_list(str, none=True), default=None,
                     help="with --all: these presses instead of every bridged prefill press ('none' for no presses)")
     ap.add_argument("--seed", type=whole_number(0), default=0, help="seed of randomized policies (default 0)")
-    ap.add_argument("--top", type=whole_number(1), default=32,
-                    help="entries per trace row (the rest is the exact residual; default 32, as the capture)")
+    ap.add_argument("--top", type=whole_number(1), default=None,
+                    help="a policy observes only the TOP largest entries of each attention row (default: the complete "
+                         "row the model computed, over the resident set in closed loop, over the full cache in open "
+                         "loop)")
+    ap.add_argument("--opt-top", type=whole_number(1), default=None,
+                    help="solve the exact optimum on the OPT_TOP largest entries per row (faster on long prompts) and "
+                         "report how far from optimal it can be (default: complete rows, exact)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
     ap.add_argument("--workers", type=whole_number(0), default=None,
                     help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")
@@ -88,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     cfgs = configs(args)
     say = (lambda msg: sys.stderr.write(msg + "\n"))
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
-                   args.threads, args.steps, progress=True, say=say)
+                   args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top)
     out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
     if out is not None:
         paths = write(res, out)

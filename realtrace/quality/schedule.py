@@ -150,6 +150,33 @@ def check_capacity(drop: np.ndarray, capacity: int, where: str = "schedule", sta
                             f"{capacity}")
 
 
+def lazy_drop(drop: np.ndarray, capacity: int) -> np.ndarray:
+    """The lazy form of an NM schedule that holds at most ``capacity`` positions: nothing leaves while the cache has
+    room, and once it is full exactly one position leaves per step, so ``|R_t| = min(t + 1, capacity)``.
+
+    Step ``t``: token ``t`` joins; if ``capacity + 1`` positions are now resident, the one the given schedule dropped
+    earliest leaves (lowest position on a tie).  Its given drop step is ``<= t``: the given resident set ``S_t`` has
+    at most ``capacity`` positions, so one of the ``capacity + 1`` is outside it, and none can come back (NM).  By
+    induction ``S_t`` is a subset of the lazy set at every step, so on any attention rows the lazy schedule loses at
+    most what the given one loses (Eq. 4 charges only positions outside the resident set): a lazy form of an optimal
+    schedule is optimal.  Each position leaves no earlier than the given schedule drops it."""
+    import heapq
+
+    drop = check_drop(drop, "lazy_drop")
+    T = drop.size
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ScheduleError(f"capacity = {capacity!r}: must be an integer >= 1")
+    check_capacity(drop, int(capacity), "lazy_drop")
+    out = np.full(T, T, dtype=np.int64)
+    resident: list[tuple[int, int]] = []  # (given drop step, position)
+    for t in range(T):
+        heapq.heappush(resident, (int(drop[t]), t))
+        if len(resident) > capacity:
+            _, i = heapq.heappop(resident)
+            out[i] = t
+    return out
+
+
 def full_cache(layers: int, heads: int, T: int) -> np.ndarray:
     """The schedule that drops nothing: ``drop = T`` everywhere, shape ``(layers, heads, T)``."""
     return np.full((layers, heads, T), _steps(T), dtype=np.int64)
@@ -168,5 +195,5 @@ def check_schedule(drops: np.ndarray, layers: int, heads: int, T: int, where: st
 
 
 __all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "drop_from_evictions", "drop_from_keep",
-           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "resident_counts",
+           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "resident_counts",
            "resident_mask", "resident_sets"]
