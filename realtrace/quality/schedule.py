@@ -194,6 +194,51 @@ def check_schedule(drops: np.ndarray, layers: int, heads: int, T: int, where: st
     return out
 
 
+NPZ_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
+SAVED = ("a saved schedule is an .npz archive of integer arrays drop_<prompt> of shape (layers, KV heads, T), as "
+         "quality --steps writes")
+
+
+def read_schedule_file(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a saved schedule file, or one-line :class:`ScheduleError` (never numpy's own message about
+    pickles: nothing here loads pickled objects)."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPZ_MAGIC))
+    except OSError as exc:
+        raise ScheduleError(f"{path}: cannot read it ({exc.strerror})") from None
+    if magic != NPZ_MAGIC:
+        raise ScheduleError(f"{path}: not a saved schedule (not an .npz archive; {SAVED})")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {key: z[key] for key in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise ScheduleError(f"{path}: not a saved schedule (a damaged archive, or arrays of objects; {SAVED})") from None
+
+
+def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Sequence[str], layers: int, heads: int,
+                        capacity: int, lengths: dict[str, int] | None = None) -> None:
+    """Every prompt has a valid NM schedule ``drop_<prompt>`` in ``arrays`` of shape ``(layers, heads, T)`` that
+    never holds more than ``capacity`` positions; with ``lengths``, ``T`` is the prompt's token count.  Checked
+    before the model loads (without ``lengths``: before the tokenizer loads too)."""
+    for name in prompts:
+        key = f"drop_{name}"
+        if key not in arrays:
+            raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(arrays)) or 'nothing'})")
+        a = arrays[key]
+        if a.ndim != 3:
+            raise ScheduleError(f"{path}:{key}: shape {a.shape}, expected (layers, KV heads, T) = ({layers}, {heads}, T)")
+        T = a.shape[-1]
+        if lengths is not None and T != lengths[name]:
+            raise ScheduleError(f"{path}:{key}: {T} steps, but prompt {name} has {lengths[name]} tokens")
+        drops = check_schedule(a, layers, heads, T, f"{path}:{key}")
+        for layer in range(layers):
+            for g in range(heads):
+                check_capacity(drops[layer, g], capacity, f"{path}:{key} layer {layer} KV head {g}")
+
+
 __all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "drop_from_evictions", "drop_from_keep",
-           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "resident_counts",
+           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "read_schedule_file", "check_schedule_file", "resident_counts",
            "resident_mask", "resident_sets"]
