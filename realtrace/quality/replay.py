@@ -1,7 +1,7 @@
 """Eviction schedules replayed inside the real model (needs the ``[real]`` extra; the press fan-out needs
 ``[kvpress]``).
 
-Every pass here is one teacher-forced forward of SmolLM2-135M (:mod:`realtrace.model`) through an attention function
+Every pass here is one teacher-forced forward of SmolLM2-135M-Instruct (Q4_1 GGUF dequantized, :mod:`realtrace.model`) through an attention function
 registered with transformers' attention interface (``AttentionInterface.register``; the model's attention modules
 look it up by ``config._attn_implementation`` and call it with the module, whose ``layer_idx`` says which layer it
 is).  Two functions are registered:

