@@ -126,13 +126,16 @@ class LoadedModel:
             return net(**kw)
 
 
-def load_tokenizer(install: bool = True):
-    """The model's tokenizer alone (a few seconds; no weights are read), e.g. to size prompts before a run."""
+def load_tokenizer(install: bool = True, say=None):
+    """The model's tokenizer alone (no weights are read; about 13 s of CPU in the GGUF reader), e.g. to size prompts
+    before a run; ``say`` is told once everything is found and the reading starts."""
     _, transformers = import_torch()
     if importlib.util.find_spec("gguf") is None:
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
+    if say is not None:
+        say(f"loading the tokenizer of {gguf.name} ...")
     with interrupts_kept():
         return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 

@@ -431,9 +431,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     for path, arrays in files.items():
         check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
     # the tokenizer of a model this process already loaded (tests), else the tokenizer alone (~13 s of CPU)
-    if not _MODEL:
-        say("quality: loading the tokenizer ...")
-    tok = next(iter(_MODEL.values())).tokenizer if _MODEL else load_tokenizer(install=True)
+    tok = next(iter(_MODEL.values())).tokenizer if _MODEL else load_tokenizer(install=True, say=say)
     ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
     for path, arrays in files.items():
