@@ -163,6 +163,32 @@ def finish(code: int) -> None:
     sys.exit(code)
 
 
+class interrupts_kept:
+    """``with interrupts_kept():`` around a library call that may catch a Ctrl-C and raise something else in its
+    place (transformers' lazy imports turn a KeyboardInterrupt raised inside an import into an ImportError, "requires
+    the protobuf library").  While the block runs, SIGINT is recorded before it is raised; if the block then ends with
+    any other exception, a KeyboardInterrupt takes its place, so the command exits 130.  A no-op off the main
+    thread, and where SIGINT was ignored (a background job) the disposition is left alone."""
+
+    def __enter__(self):
+        self.seen, self.previous = False, None
+        main = threading.current_thread() is threading.main_thread()
+        if main and signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+            self.previous = signal.signal(signal.SIGINT, self._record)
+        return self
+
+    def _record(self, signum, frame):
+        self.seen = True
+        raise KeyboardInterrupt
+
+    def __exit__(self, exc_type, exc, tb):
+        if self.previous is not None:
+            signal.signal(signal.SIGINT, self.previous)
+        if self.seen and exc_type is not None and not issubclass(exc_type, KeyboardInterrupt):
+            raise KeyboardInterrupt from None
+        return False
+
+
 def _ignore_sigint() -> None:
     try:
         signal.signal(signal.SIGINT, signal.SIG_IGN)

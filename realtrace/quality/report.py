@@ -38,17 +38,21 @@ def _f(x, digits: int = 4) -> str:
     return "-" if x is None else f"{x:.{digits}f}"
 
 
+def _rows(top) -> str:
+    return "complete attention rows" if top is None else f"the top {top} entries per row"
+
+
 def _row(run: dict) -> list[str]:
     t, g = run["total"], run["groups"]
     acc = "-" if t["accuracy"] is None else f"{t['right']}/{t['counted']}"
     return ([run["config"], "-" if run["budget"] is None else str(run["budget"]), str(run["max_resident"])]
-            + [_f(g[x]["regret_stream"]) for x in GROUPS if x in g] + [_f(t["regret_stream"]), _f(t["unattributed_stream"])]
+            + [_f(g[x]["regret_stream"]) for x in GROUPS if x in g] + [_f(t["regret_stream"]), _f(t["opt_gap"], 6)]
             + [_f(g[x]["error_stream"]) for x in GROUPS if x in g] + [_f(t["error_stream"]), _f(t["displaced_stream"])]
             + [_f(t["kl_stream"]), _f(t["top1_stream"], 3), _f(t["regret_answer"]), _f(t["error_answer"]),
                _f(t["kl_answer"]), _f(t["dnll_answer"], 3), acc])
 
 
-HEADER = (["config", "K", "peak"] + [f"regret {g}" for g in GROUPS] + ["regret", "unattrib."]
+HEADER = (["config", "K", "peak"] + [f"regret {g}" for g in GROUPS] + ["regret", "OPT gap"]
           + [f"error {g}" for g in GROUPS] + ["error", "displaced", "KL", "top-1", "regret (ans)", "error (ans)",
                                               "KL (ans)", "dNLL (ans)", "accuracy"])
 
@@ -64,9 +68,10 @@ def markdown(res: dict) -> str:
     """The whole report: settings, prompts and the positive control, one table per budget, the definitions."""
     s = res["settings"]
     lines = ["# Eviction judged by the model's output: quality beside regret", "",
-             f"Model {res['model']['name']} ({res['model']['package']}; transformers {res['model']['transformers']}, "
-             f"torch {res['model']['torch']}); policies in {s['mode']} loop unless marked; seed {s['seed']}; traces "
-             f"keep the top {s['top']} entries per row.", "",
+             f"Model {res['model']['exact']} (transformers {res['model']['transformers']}, "
+             f"torch {res['model']['torch']}); policies in {s['mode']} loop unless marked; seed {s['seed']}; policies "
+             f"observe {_rows(s['top'])}; the optimum is solved on {_rows(s['opt_top'])}; regret is charged on "
+             "complete rows.", "",
              "| prompt | tokens | what | full cache right |", "|---|---:|---|---|"]
     lines += [f"| {p['name']} | {p['tokens']} | {p['what']} | {'yes' if p['full_cache_right'] else 'NO: excluded'} |"
               for p in res["prompts"]]
@@ -76,8 +81,9 @@ def markdown(res: dict) -> str:
     full = [r for r in res["runs"] if r["kind"] == "full"]
     for k in s["budgets"]:
         lines += ["", f"## Budget K = {k}", "", table([r for r in res["runs"] if r["budget"] == k] + full)]
-    lines += ["", "Columns: regret = NM regret per step of the schedule on the full-cache trace (paper Eq. 4, stored "
-              "entries; the true value lies in [regret, regret + unattrib.]); error = relative L2 error of the "
+    lines += ["", "Columns: regret = NM regret per step of the schedule on the complete attention rows of the full "
+              "cache (paper Eq. 4); OPT gap = the optimum's cost minus the optimum of the rows it was solved on, per "
+              "step (0 up to rounding on complete rows; otherwise a bound on its distance from optimal); error = relative L2 error of the "
               "attention output against the full cache with the same queries, keys and values (the quantity the "
               "paper's Section 9 surrogate linearises); displaced = the full-cache attention on evicted keys in that "
               "run; KL = KL(full || evicted) of the next-token distribution; top-1 = share of rows whose argmax "
@@ -104,8 +110,7 @@ def summary(res: dict, name: str) -> str:
             for g in (*GROUPS, "total"):
                 vals = [r["total"][key] if g == "total" else r["groups"].get(g, {}).get(key) for r in rows]
                 out.append(f"  {label if g == 'early' else '':24s}{g:>8s}" + "".join(f"{_f(v):>21s}" for v in vals))
-        out.append(f"  {'unattributed (regret +)':24s}{'total':>8s}"
-                   + "".join(f"{_f(r['total']['unattributed_stream']):>21s}" for r in rows))
+        out.append(f"  {'OPT gap bound':24s}{'total':>8s}" + "".join(f"{_f(r['total']['opt_gap'], 6):>21s}" for r in rows))
         for label, key, digits in (("KL(full || evicted)", "kl", 4), ("change in NLL", "dnll", 3),
                                    ("top-1 agreement", "top1", 3)):
             for scope in ("stream", "answer"):
@@ -115,7 +120,8 @@ def summary(res: dict, name: str) -> str:
             f"{'-' if r['total']['accuracy'] is None else str(r['total']['right']) + '/' + str(r['total']['counted']):>21s}"
             for r in rows))
     out += ["", "stream = rows after the budget binds; answer = rows predicting the answer; regret is charged on the "
-            "full-cache trace (stored entries; the true value lies in [regret, regret + unattributed])"]
+            "complete attention rows of the full cache (nothing unattributed); OPT gap bound = how far the optimum's "
+            "schedule can be from the exact optimum (0 up to rounding when solved on complete rows)"]
     return "\n".join(out)
 
 
@@ -151,8 +157,9 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
             ax.set_xlabel("budget K (tokens per layer and KV head)")
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=8, frameon=False)
-        fig.suptitle("Quality versus budget: policies (solid: closed loop, dotted: open loop), kvpress presses "
-                     "(dashed), the exact NM optimum (black), the full cache (grey)", fontsize=10)
+        fig.suptitle(f"Quality versus budget in {res['model']['exact']}: policies (solid: closed loop, dotted: "
+                     "open loop), kvpress presses (dashed), the exact NM optimum (black), the full cache (grey)",
+                     fontsize=10)
         return save_figure(fig, out_dir, STEM)
 
 

