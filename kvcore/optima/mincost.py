@@ -68,6 +68,22 @@ has one run's table):
   gap arc per pair of consecutive requests, so every simplex cycle follows long stretches of the line (at T = 10^5
   each pivot climbs ~1,000 tree nodes and shifts ~1,450 potentials), and the NM contraction has no RM counterpart
   (each gap is an independent choice).  Pricing by span (shorter gaps first) was tried: 8.4 s against 4.5 s.
+* Issue 30 (RM, T = 10^6 under 60 s), tried and not adopted (bench trace, h = 1,000, CPU seconds, the simplex
+  measured in the same session).  Insertion in head order: gaps join the network by right endpoint and each is
+  followed by the cheapest cycle through it (a shortest path from its head back to its tail in the residual network,
+  reduced costs, searched only when the new arc's reduced cost is negative and only up to that bound), the
+  successive-shortest-path scheme of Carlisle & Lloyd (Discrete Applied Math. 1995).  Exact (same costs as the
+  simplex), but 8.3 s against 5.8 s at T = 10^5 and 61 s against 31 s at 3 x 10^5.  What it showed: (i) 94 % of
+  insertions need no search (77,007 of 81,769 at 10^5): the gap has room at every step and equal potentials at both
+  ends, so the line itself is a zero-reduced-cost path; (ii) of the rest, 97 % close through a zero-reduced-cost
+  path, found by a best-first search toward the tail that still visits 9,400 nodes per search at 10^5 and 13,600 at
+  3 x 10^5 (the duals are degenerate: almost every step has price 0, so the zero plateau spans most of the gap);
+  (iii) 0.14 % need the Dijkstra step, which settles the whole plateau (56 k nodes at 10^5, 137 k at 3 x 10^5).
+  A search that treats runs of the line as one unit (range trees over room and potentials) is what remains; not
+  built.  Dominance (3,000 sampled gaps at 10^5): a gap is in some optimum when at each of its steps fewer than the
+  free slots are covered by gaps not containing it at no higher cost (25 % of gaps qualify), and in none when at
+  some step at least the free slots are covered by nested gaps of no lower cost (5.4 %): too few to remove line
+  nodes.  The line as the simplex's starting tree: 1.12 M pivots, 28 s, against 344 k and 4.9 s from the star.
 * Exactness costs little: the NM weights' exact integers have ~80 bits, the simplex runs once on rounded costs and
   the exact verification (potentials along the final tree, every reduced cost, in Python integers) takes ~1 s at
   NM T = 20,000; refinement rounds happen on near ties only (tests force them by shrinking the int64 range).
