@@ -4,8 +4,9 @@ The curve's format and semantics were read from kvpress' ``LUKVPress`` (``kvpres
 "Allocation across heads"): a float array ``[99, layers, kv_heads]`` of per-head prune ratios, row ``r - 1`` used at
 global compression ratio ``r / 100``, each layer's keep counts ``(1 - p) * seq_len`` rounded so the layer keeps the
 rounded sum, at least one token per head.  :func:`kvpress_keep_counts` re-states that rule so the test can check that
-a layer whose heads were all captured keeps exactly the static allocation's slots.  Loading the file into
-``LUKVPress`` itself needs kvpress installed and is not run here.
+a layer whose heads were all captured keeps exactly the static allocation's slots.  With kvpress installed (the
+``[kvpress]`` extra, which ``.ci/run`` installs) the file written by the command line is also handed to ``LUKVPress``
+itself, and the press's own ``compress`` prunes each captured head down to its static slots.
 """
 
 from __future__ import annotations
@@ -93,6 +94,33 @@ def test_allocate_json_through_the_command_line(traceset, tmp_path):
     assert all(rep["order_exact"].values()) and rep["dynamic"]["certificate"]["certified"]
     assert rep["curve_certificates"]["all_certified"] and rep["marginal"]["equalized"]
     assert np.load(out).shape == (99, 3, 2) and rep["lukv_curve"]["shape"] == [99, 3, 2]
+
+
+def test_lukv_press_itself_keeps_the_static_slots(traceset, tmp_path):
+    """kvpress 0.5.5 loads curves only from its own URL table, so a user sets the loaded array on the press
+    (``press._budget_curves = np.load(FILE)``, the attribute its loader fills); the press then checks the shape
+    against the model's layers and KV heads and masks, per head, ``T - k_h`` positions at every global ratio."""
+    torch = pytest.importorskip("torch", reason="the [kvpress] extra (torch, kvpress)")
+    kvpress = pytest.importorskip("kvpress", reason="the [kvpress] extra")
+    from types import SimpleNamespace
+
+    out = tmp_path / "curve.npy"
+    code, _, err = run_module("paper_check", "allocate", "--traces", traceset, "--total", 10, "--lukv-curve", out)
+    assert code == 0, err
+    curves = head_curves(load_traceset(traceset))
+    model = SimpleNamespace(config=SimpleNamespace(num_hidden_layers=3, num_key_value_heads=2))
+    for r in (10, 50, 90):
+        press = kvpress.LUKVPress(press=kvpress.KnormPress(), compression_ratio=r / 100, sink=0, window=0)
+        press._budget_curves = np.load(out)
+        assert press._model_curve_shape(model) == press._budget_curves.shape[1:]
+        layer0 = SimpleNamespace(layer_idx=0, config=SimpleNamespace(_attn_implementation="sdpa"))
+        keys = torch.randn(1, 2, T, 8, generator=torch.Generator().manual_seed(r))
+        press.compress(layer0, torch.zeros(1, T, 16), keys, keys.clone(), None, {})
+        _, head, _ = layer0.masked_key_indices
+        pruned = torch.bincount(head, minlength=2).tolist()
+        rep = allocate(load_traceset(traceset), round((1 - r / 100) * T * 3), curves)
+        static = [rep["static"]["slots"][n] for n in ("L00_kv0", "L00_kv1")]
+        assert [T - p for p in pruned] == [max(k, 1) for k in static]
 
 
 def test_allocate_text_on_the_committed_set():
