@@ -43,7 +43,8 @@ class Case:
 SUITE = (
     Case("LRU", "LRU", 3, "rm", "3 (= k, approached by the cyclic sequence)", False),
     Case("FIFO", "FIFO", 3, "rm", "3 (= k)", False),
-    Case("Clock", "bench.power_policies:Clock", 3, "rm", "3 (= k)", False),
+    Case("MarkingFIFO", "bench.power_policies:MarkingFIFO", 3, "rm", "at most 3 (a marking policy)", False),
+    Case("Clock", "bench.power_policies:Clock", 3, "rm", "at least 16/5 (second_chance_breaker)", True),
     Case("LIFO", "LIFO", 3, "rm", "unbounded", True),
     Case("LFU", "LFU", 3, "rm", "unbounded", True),
     Case("LateLIFO", "bench.power_policies:LateLIFO", 3, "rm",

@@ -19,7 +19,7 @@ import pytest
 import policies
 from adversary import constructions, cyclic_k_plus_one
 from adversary.warmups import concat_attention, nm_warmup, rm_warmup
-from bench.power_policies import LateLIFO
+from bench.power_policies import Clock, LateLIFO, MarkingFIFO, second_chance_breaker
 from kvcore.measure import measure, within
 from kvcore.traces import PagingTrace
 from tests.command_line import run_module
@@ -52,7 +52,7 @@ def test_a_flaw_after_1000_evictions_is_found_by_going_deeper():
     assert rep.seconds < 40 + GRACE + 1   # the budget is kept
 
 
-@pytest.mark.parametrize("target", ["LRU", "FIFO", "bench.power_policies:Clock"]
+@pytest.mark.parametrize("target", ["LRU", "FIFO", "bench.power_policies:MarkingFIFO"]
                          + [i.name for i in policies.all_policies("rm") if i.guarantee and i.name != "LRU"
                             and i.name != "FIFO"])
 def test_sound_policies_spend_the_budget_and_pass(target):
@@ -60,6 +60,20 @@ def test_sound_policies_spend_the_budget_and_pass(target):
     assert rep.verdict == "no violation found", rep.as_dict()
     assert rep.seconds >= 0.9 * 5                          # no early stop without a violation
     assert rep.longest_trace > 20 * 4                      # past the constructions' base length 20 (k + 1)
+
+
+def test_second_chance_clock_is_not_k_competitive():
+    """Clock's excess over 3 x OPT grows with the repeats of one 25-request period (engine and exact optimum), so
+    no additive constant rescues the bound; the marking policy stays within it on the same traces."""
+    excess = []
+    for r in (8, 16, 64):
+        trace = second_chance_breaker(r)
+        clock = measure(Clock, trace, 3)
+        assert (clock.costs[0], clock.opt_cost) == (16 * r, 5 * r + 2)
+        excess.append(clock.costs[0] - 3 * clock.opt_cost)
+        marking = measure(MarkingFIFO, trace, 3, opt=clock.opt)
+        assert marking.costs[0] <= 3 * marking.opt_cost
+    assert excess == sorted(excess) and excess[0] > 0 and clock.costs[0] / clock.opt_cost > 3.15
 
 
 def test_the_report_states_the_longest_trace_tried(tmp_path):
