@@ -8,7 +8,8 @@
 * :mod:`realtrace.press` (needs the ``[real,kvpress]`` extras to run a press) bridges NVIDIA kvpress presses to the
   exact NM optimum: what a press drops on a captured trace set, against the best schedule with the same cache
   (the package :mod:`realtrace.press`: ``schedule`` and ``eval`` are pure, ``recorder`` and ``run`` drive the model,
-  ``board`` is the leaderboard and the report section, ``cli`` the command line);
+  ``rows`` recomputes the complete rows every press is charged on, ``board`` is the leaderboard and the report
+  section, ``cli`` the command line);
 * :mod:`realtrace.quality` (needs the ``[real]`` extra to run) replays any eviction schedule inside the model and
   measures output quality (KL, change in NLL, top-1, task accuracy) beside the attention-mass regret.
 

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from realtrace.press import board as pb
+from realtrace.press.rows import COMPLETE_NOTE
 
 
 def fake_run(press, mode, ratio, budget, rows, answer=None):
@@ -18,7 +19,7 @@ def fake_run(press, mode, ratio, budget, rows, answer=None):
     total = {k: sum(r[k] for r in traces) for k in ("press", "opt", "charged_mass")}
     total.update(one_shot=None, toolkit=None)
     return {"press": press, "mode": mode, "ratio": ratio, "budget_arg": None, "traceset": "ts", "T": 100,
-            "start": 80, "versions": {"kvpress": "0.5.5", "transformers": "5.2.0"}, "traces": traces,
+            "start": 80, "rows": "complete", "charged": COMPLETE_NOTE, "versions": {"kvpress": "0.5.5", "transformers": "5.2.0"}, "traces": traces,
             "total": total, "answer": answer}
 
 
@@ -59,7 +60,7 @@ def test_figure_bytes_are_deterministic_and_written_atomically(tmp_path):
 
 def test_markdown_names_the_charged_rows_and_the_ranking():
     md = pb.markdown(RUNS, pb.ranking(RUNS))
-    assert "only what the trace stores is charged" in md and "rows 80..99" in md
+    assert f"Note: {COMPLETE_NOTE}." in md and "rows 80..99" in md
     assert md.index("| 1 | C (decoding)") < md.index("| 3 | A |")
     assert "Greedy answer without any press: ' x'" in md
 

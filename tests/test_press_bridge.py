@@ -25,7 +25,8 @@ def run_without_extras(*args):
 def test_press_help_and_bad_input_without_extras():
     code, out, _ = run_without_extras("press", "--help")
     assert code == 0 and "--ratio" in out and "--decoding" in out
-    assert "only what the trace" in out
+    words = " ".join(out.split())  # argparse wraps the help text
+    assert "--rows {complete,stored}" in words and "complete attention rows of the full cache" in words
     code, _, err = run_without_extras("press", "TOVA", "--ratio", "0.5", "--traces", COMMITTED, "--json")
     assert is_one_line_error(code, err, "[real,kvpress] extras"), err
     code, _, err = run_without_extras("press", "Nope", "--ratio", "0.5")
@@ -89,7 +90,8 @@ def test_acceptance_command_prints_the_optimum_beside_each_trace():
                         str(COMMITTED), "--json"], capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stderr[-2000:]
     res = json.loads(r.stdout)
-    assert len(res["traces"]) == 12 and "only what the trace stores is charged" in res["charged"]
+    assert len(res["traces"]) == 12 and res["rows"] == "complete" and "complete attention rows" in res["charged"]
+    assert res["total"]["unattributed"] == 0.0 and res["total"]["charged_mass"] == pytest.approx(12 * 29)
     for row in res["traces"]:
         assert row["press"] >= row["opt"] - row["opt_gap_bound"] - 1e-9  # never below the exact optimum
         assert row["opt"] <= row["one_shot"] + 1e-9 <= row["press"] + 2e-9
@@ -192,7 +194,7 @@ def test_leaderboard_command_writes_figure_table_and_json(tmp_path):
     assert sorted(p.name for p in out.iterdir()) == ["press_leaderboard.json", "press_leaderboard.md",
                                                       "press_regret_vs_budget.png", "press_regret_vs_budget.svg"]
     md = (out / "press_leaderboard.md").read_text()
-    assert "| 1 |" in md and "only what the trace stores is charged" in md
+    assert "| 1 |" in md and "complete attention rows" in md
     runs = json.loads((out / "press_leaderboard.json").read_text())["runs"]
     for res in runs:
         for row in res["traces"]:

@@ -8,10 +8,11 @@ keeps ``int(P (1 - r))`` of the ``P`` prompt positions and then every decoded to
 charged rows is ``K = n_kept + (T - P)`` (AdaKV's is per KV head).  Decoding presses run with ``DecodingPress`` at
 the sizes :data:`DECODING_BUDGETS` (every :data:`~realtrace.press.registry.DEFAULT_INTERVAL` steps, streaming from the budget
 on), so their peak is ``budget + interval``.  Every point is charged on the same rows as its optimum
-(:mod:`realtrace.press.eval`).
+(:mod:`realtrace.press.eval`): by default the complete attention rows of the full cache (:mod:`realtrace.press.rows`;
+nothing unattributed), or the trace set's stored rows (``rows="stored"``).
 
 Ranking.  Presses are ranked by the mean over their budgets of ``(press - OPT) / charged mass``: the share of the
-stored attention of the charged rows that the press loses beyond what the best schedule with the same cache must
+attention of the charged rows (on complete rows one unit per row and trace) that the press loses beyond what the best schedule with the same cache must
 lose.  The figure and table carry no timings (those go to the JSON), so two runs write the same bytes.
 """
 
@@ -26,7 +27,7 @@ import numpy as np
 from kvcore.atomic import save_figure, write_text
 from kvcore.errors import KVToolkitError
 
-from .eval import CHARGED_NOTE, LAYER_GROUPS, OptCache
+from .eval import LAYER_GROUPS, OptCache
 from .registry import ALL_DECODING, ALL_PREFILL, DEFAULT_INTERVAL
 from .run import press_traceset
 
@@ -49,7 +50,10 @@ def format_result(res: dict) -> str:
              + (f", ratio {res['ratio']:.4f}" if res["ratio"] is not None else "")
              + (f", budget {res['budget_arg']}, interval {res['interval']}" if res["interval"] else "") + ")",
              f"trace set {res['traceset']}: T = {res['T']}, charged rows {res['start']}..{res['T'] - 1}",
-             f"note: {res['charged']}", "",
+             f"note: {res['charged']}"]
+    if res.get("max_stored_deviation") is not None:
+        lines.append(f"complete rows vs the stored entries: largest difference {res['max_stored_deviation']:.2g}")
+    lines += ["",
              "trace     budget kept  press     OPT       one-shot  toolkit   gap       unattrib"]
     for r in res["traces"]:
         lines.append(f"{r['trace']:9s} {r['budget']:6d} {'-' if r['n_kept'] is None else r['n_kept']:>4} "
@@ -80,15 +84,16 @@ def _label(res: dict) -> str:
 
 
 def run_all(traces=None, ratios=RATIOS, decoding_budgets=DECODING_BUDGETS, prefill=ALL_PREFILL,
-            decoding=ALL_DECODING, threads: int = 1, say=None) -> list[dict]:
-    """Every press at every budget (one model load per attention implementation, one optimum per trace/budget)."""
+            decoding=ALL_DECODING, threads: int = 1, say=None, rows: str = "complete") -> list[dict]:
+    """Every press at every budget (one model load per attention implementation, one full-cache pass for the
+    complete rows, one optimum per trace/budget), charged on ``rows``."""
     opts = OptCache()
     runs = []
     jobs = [(n, dict(ratio=r)) for n in prefill for r in ratios]
     jobs += [(n, dict(budget=b, decoding=True, interval=DEFAULT_INTERVAL)) for n in decoding for b in decoding_budgets]
     for i, (name, kw) in enumerate(jobs):
         t0 = time.monotonic()
-        res = press_traceset(name, traces, opts=opts, threads=threads, say=say, **kw)
+        res = press_traceset(name, traces, opts=opts, threads=threads, say=say, rows=rows, **kw)
         if say is not None:
             say(f"[{i + 1}/{len(jobs)}] {_label(res)} {kw}: regret {res['total']['press']:.3f}, "
                 f"OPT {res['total']['opt']:.3f} ({time.monotonic() - t0:.0f} s)")
@@ -163,7 +168,7 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
             ax.set_xlabel("budget K (peak cache, tokens)")
             ax.set_yscale("symlog", linthresh=0.01)  # OPT is often 0: a log axis with a linear piece at 0
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
-        axes[0].set_ylabel("regret (stored mass lost)")
+        axes[0].set_ylabel("regret (attention mass lost)")
         handles, labs = axes[-1].get_legend_handles_labels()
         fig.legend(handles, labs, loc="lower center", ncol=min(6, len(labs)), fontsize=7.5, frameon=False)
         fig.suptitle("kvpress presses vs the exact NM optimum at the same budget (charged: rows after the prefill; "
@@ -181,7 +186,7 @@ def markdown(runs: list[dict], ranked: list[dict], figure_name: str = STEM) -> s
     lines = ["## kvpress presses against the exact optimum", "",
              f"Trace set `{first['traceset']}` (T = {first['T']}; prefill presses charged on rows "
              f"{first['start']}..{first['T'] - 1}); kvpress {first['versions']['kvpress']}, transformers "
-             f"{first['versions']['transformers']}.  Note: {CHARGED_NOTE}.", "",
+             f"{first['versions']['transformers']}.  Note: {first['charged']}.", "",
              f"![regret vs budget]({figure_name}.png)", "",
              "| rank | press | mode | mean excess over OPT (share of charged mass) | budgets |",
              "|---:|---|---|---:|---|"]
@@ -202,7 +207,7 @@ def markdown(runs: list[dict], ranked: list[dict], figure_name: str = STEM) -> s
         lines += ["", f"Greedy answer without any press: {base['baseline']!r}"
                   + ("" if base["expected"] is None else
                      f" (the right code {base['expected']!r}: {'yes' if base['baseline_correct'] else 'no'})") + "."]
-    lines += ["", "Regret = stored attention mass of the charged rows on positions the schedule no longer holds "
+    lines += ["", "Regret = attention mass of the charged rows on positions the schedule no longer holds "
               "(NM, Eq. 4).  OPT = exact NM optimum (min-cost flow) with the press's peak cache K; best one-shot = "
               "the best choice of the same number of prompt positions at the prefill boundary; toolkit policy = the "
               "registered policy of the same rule online in NM at K (StreamingLLM, TOVA; ObservedAttention beside "

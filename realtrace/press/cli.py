@@ -1,11 +1,14 @@
 """``press``: a kvpress press on a trace set against the exact NM optimum, or the leaderboard of all of them.
 
     python -m realtrace press NAME [--ratio R | --budget K] [--decoding --interval N] [--traces DIR] [--json]
+                                   [--rows complete|stored]
     python -m realtrace press --all [--out press_report] [--presses A,B] [--ratios R,R] [--decoding-budgets K,K]
 
 (also ``python -m paper_check press`` and ``python -m realtrace.press``).  One press prints its table per trace
 (:func:`realtrace.press.board.format_result`; ``--json``: the whole result); ``--all`` writes the leaderboard
-folder (:func:`realtrace.press.board.leaderboard`) and prints its section.  Progress goes to stderr.  Bad input
+folder (:func:`realtrace.press.board.leaderboard`) and prints its section.  Everything is charged on the complete
+attention rows of the full cache by default, or on the trace set's stored rows with ``--rows stored``
+(:mod:`realtrace.press.rows`).  Progress goes to stderr.  Bad input
 and missing extras: one line, exit status 2 (:mod:`kvcore.command`).
 """
 
@@ -20,8 +23,8 @@ from kvcore.command import Command
 from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, decimal, whole_number
 
-from .eval import CHARGED_NOTE
 from .registry import ALL_DECODING, ALL_PREFILL, DEFAULT_INTERVAL, PRESSES, press_spec
+from .rows import ROW_KINDS
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -41,6 +44,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--prefill", type=whole_number(1), default=None,
                     help="with --decoding: tokens prefilled before streaming (default: the budget)")
     ap.add_argument("--traces", default=None, help="trace-set directory (default: realtrace/data/smollm2_recall)")
+    ap.add_argument("--rows", choices=ROW_KINDS, default="complete",
+                    help="what is charged: 'complete' (default) the complete attention rows of the full cache, "
+                         "recomputed with the model on the set's tokens and checked against its stored entries "
+                         "(nothing unattributed); 'stored' the set's top-k rows only, a true regret then lies in "
+                         "[regret, regret + unattributed] (for a set too long for complete rows, or not this "
+                         "model's capture)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--no-answer", action="store_true", help="skip the greedy answer check")
     ap.add_argument("--out", default="press_report", help="with --all: the report folder (default press_report)")
@@ -67,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         names = [press_spec(n).name for n in args.presses.split(",")] if args.presses else list(ALL_PREFILL)
         board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say,
                             ratios=args.ratios, decoding_budgets=args.decoding_budgets,
-                            prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING))
+                            prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING),
+                            rows=args.rows)
         sys.stdout.write(json.dumps(board["summary"], indent=1) + "\n" if args.json else board["markdown"] + "\n")
         return 0
     if args.name is None:
@@ -76,12 +86,14 @@ def run(args: argparse.Namespace) -> int:
     from .run import press_traceset
 
     res = press_traceset(args.name, args.traces, args.ratio, args.budget, args.decoding, args.interval,
-                         args.prefill, not args.no_answer, threads=args.threads, say=say)
+                         args.prefill, not args.no_answer, threads=args.threads, say=say, rows=args.rows)
     sys.stdout.write((json.dumps(res, indent=1) if args.json else format_result(res)) + "\n")
     return 0
 
 
 COMMAND = Command(prog="press", description=(
     "Run a kvpress press on a trace set's own tokens and compare the positions it drops with the exact NM optimum "
-    "at the same budget; needs the [real] and [kvpress] extras. " + CHARGED_NOTE), add_arguments=add_arguments,
+    "at the same budget; needs the [real] and [kvpress] extras. By default everything is charged on the complete "
+    "attention rows of the full cache (one more full-cache pass of the model; nothing unattributed); --rows stored "
+    "charges only the trace set's stored entries."), add_arguments=add_arguments,
     run=run)

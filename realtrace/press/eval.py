@@ -1,10 +1,13 @@
 """A press's eviction schedule on a captured trace, against the exact NM optimum at the same budget (pure numpy and
 the toolkit; no torch).
 
-What is charged.  Row ``t`` of a captured trace is the attention of query ``t`` with nothing evicted; a schedule
-loses, at step ``t``, the stored weights ``a[t, i]`` of positions it dropped at or before ``t`` (NM regret, Eq. 4).
-Only what the trace stores is charged: each row's ``residual`` (the entries below its top-``k`` cut) is attributed
-to no position, so a true regret lies in ``[regret, regret + unattributed]`` (``unattributed`` is reported).
+What is charged.  Row ``t`` of a trace is the attention of query ``t`` with nothing evicted; a schedule loses, at
+step ``t``, the weights ``a[t, i]`` of positions it dropped at or before ``t`` (NM regret, Eq. 4).  By default the
+trace holds the complete rows of the full cache (:mod:`realtrace.press.rows`: every entry, residual 0), so every
+charge is exact and ``unattributed`` is 0.  On a trace set's stored rows (``--rows stored``) only what the trace
+stores is charged: each row's ``residual`` (the entries below its top-``k`` cut) is attributed to no position, so a
+true regret lies in ``[regret, regret + unattributed]``, and the optimum solved there is the optimum of the
+truncation.  Every value below is computed on the same trace, whichever it is.
 Rows before the press's first decoding step ``start`` (the prefill) are not charged to anyone: they are computed in
 the prefill forward with the whole prompt in the cache, before any press acts.
 
@@ -36,9 +39,6 @@ from kvcore.traces import AttentionTrace
 
 from .schedule import HeadSchedule
 
-CHARGED_NOTE = ("only what the trace stores is charged: each row's residual (entries below its top-k cut) is "
-                "attributed to no position, so a true regret lies in [regret, regret + unattributed]; rows of the "
-                "prefill are charged to no one")
 LAYER_GROUPS = (("early", range(0, 10)), ("middle", range(10, 20)), ("late", range(20, 30)))
 
 
@@ -112,13 +112,14 @@ class TraceEval:
 
 
 class OptCache:
-    """Memo of exact optima keyed by (trace name, start, budget): a leaderboard asks for the same one often."""
+    """Memo of exact optima keyed by (trace source, start, budget): a leaderboard asks for the same one often.  The
+    source names the rows (a complete-row trace's differs from the stored one's), so a memo never mixes the two."""
 
     def __init__(self):
         self.memo: dict[tuple[str, int, int], tuple[float, float]] = {}
 
-    def opt(self, name: str, trace: AttentionTrace, start: int, budget: int) -> tuple[float, float]:
-        key = (name, start, budget)
+    def opt(self, trace: AttentionTrace, start: int, budget: int) -> tuple[float, float]:
+        key = (trace.source, start, budget)
         if key not in self.memo:
             from kvcore.optima import nm_opt
 
@@ -146,7 +147,7 @@ def evaluate(name: str, layer: int, head: str, trace: AttentionTrace, sched: Hea
     counts = sched.resident_counts()
     budget = int(counts[start:].max())
     press = schedule_regret(trace, sched.drop, start)
-    opt, gap_bound = opts.opt(name, trace, start, budget)
+    opt, gap_bound = opts.opt(trace, start, budget)
     n_kept = int(np.count_nonzero(sched.drop[:start] > start)) if one_shot else None
     rows = _rows(trace)
     return TraceEval(

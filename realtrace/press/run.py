@@ -7,11 +7,14 @@ Per press run (:func:`press_traceset`):
      prefills ``prefill`` tokens (default: the budget) and streams everything after;
   2. the kept positions per layer and KV head at every compression become an NM eviction schedule
      (:mod:`realtrace.press.schedule`: top-k cache order, re-indexing after each compression);
-  3. on every trace of the set (its layers and KV heads) the schedule is charged and compared with the exact
+  3. the rows everything is charged on (:mod:`realtrace.press.rows`): by default the complete attention rows of
+     the full cache, from one full-cache pass of the same model over the same tokens (checked against the entries
+     the trace set stores), so nothing is unattributed; with ``rows="stored"`` the trace set's top-k rows, their
+     residual reported as unattributed;
+  4. on every trace of the set (its layers and KV heads) the schedule is charged and compared with the exact
      optimum at the same budget, the best one-shot choice (prefill presses) and the toolkit's policy of the same
-     rule where one exists (:mod:`realtrace.press.eval`; only stored mass is charged, the residual is reported as
-     unattributed);
-  4. the answer to the prompt is greedy-decoded with and without the press, saying whether it changed (and, for
+     rule where one exists, all on those rows (:mod:`realtrace.press.eval`);
+  5. the answer to the prompt is greedy-decoded with and without the press, saying whether it changed (and, for
      the built-in recall prompts, whether it is the right code).
 
 A head-wise press (:attr:`~realtrace.press.registry.PressSpec.headwise`) runs on a second model instance with
@@ -28,8 +31,9 @@ from importlib.metadata import version
 from kvcore.errors import KVToolkitError, ParameterError
 
 from ..traceset import TraceSet, load_traceset
-from .eval import CHARGED_NOTE, LAYER_GROUPS, OptCache, evaluate
+from .eval import LAYER_GROUPS, OptCache, evaluate
 from .registry import DEFAULT_INTERVAL, build_press, import_kvpress, press_spec, ratio_for_budget
+from .rows import charged_note, complete_traces
 from .schedule import replay
 
 _MODELS: dict[str, object] = {}
@@ -92,12 +96,14 @@ def _totals(rows: list[dict]) -> dict:
 def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None, ratio: float | None = None,
                    budget: int | None = None, decoding: bool = False, interval: int = DEFAULT_INTERVAL,
                    prefill: int | None = None, answer: bool = True, opts: OptCache | None = None,
-                   threads: int = 1, say=None) -> dict:
+                   threads: int = 1, say=None, rows: str = "complete") -> dict:
     """Run press ``name`` on trace set ``traces`` (default: the committed one) and evaluate it on every trace
-    (module docstring).  Exactly one of ``ratio`` / ``budget``.  Returns a JSON-ready dict."""
+    (module docstring), charged on ``rows`` (``complete`` or ``stored``, :mod:`realtrace.press.rows`).  Exactly one
+    of ``ratio`` / ``budget``.  Returns a JSON-ready dict."""
     from .. import COMMITTED
 
     spec = press_spec(name)
+    note = charged_note(rows)
     ts = traces if isinstance(traces, TraceSet) else load_traceset(COMMITTED if traces is None else traces)
     if (ratio is None) == (budget is None):
         raise ParameterError("give exactly one of --ratio R and --budget K")
@@ -108,6 +114,10 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     ids = ts.meta.get("tokens")
     if not isinstance(ids, list) or len(ids) != ts.T:
         raise ParameterError(f"{ts.source}: the manifest has no token ids for its {ts.T} rows")
+    for tname in ts.names():
+        if not ts.heads[tname].startswith("kv"):
+            raise ParameterError(f"{ts.source}: trace {tname} is a mean over all heads; a press acts per KV head "
+                                 "(capture with --heads kv)")
     n_prompt = ts.segments.get("continuation", (ts.T, ts.T))[0]
     if decoding:
         if budget is None:
@@ -131,36 +141,37 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
                                                     ANSWER_TOKENS)
     model_cpu = time.process_time() - cpu0
     t0 = time.monotonic()
+    charged, deviation = (complete_traces(lm, ts, ids) if rows == "complete" else (ts.traces, None))
+    rows_seconds = time.monotonic() - t0
+    t0 = time.monotonic()
     opts = OptCache() if opts is None else opts
-    rows = []
+    evals = []
     for tname in ts.names():
         layer, head = ts.layers[tname], ts.heads[tname]
-        if not head.startswith("kv"):
-            raise ParameterError(f"{ts.source}: trace {tname} is a mean over all heads; a press acts per KV head "
-                                 "(capture with --heads kv)")
         sched = replay(record, layer, int(head[2:]))
-        ev = evaluate(tname, layer, head, ts.traces[tname], sched, start, one_shot=not decoding,
+        ev = evaluate(tname, layer, head, charged[tname], sched, start, one_shot=not decoding,
                       toolkit=spec.toolkit, opts=opts)
         if ev.press < ev.opt - ev.opt_gap_bound - 1e-9:
             raise KVToolkitError(f"{tname}: press regret {ev.press} below the exact optimum {ev.opt}: a bridge bug")
-        rows.append(ev.as_dict())
+        evals.append(ev.as_dict())
     eval_seconds = time.monotonic() - t0
     check = None
     if press_answer is not None:
         check = answer_check(lm, ids[:n_prompt], press_answer, ts.meta.get("capture", {}).get("prompt")).as_dict()
     import transformers
 
-    groups = {g: _totals([r for r in rows if r["group"] == g]) for g, _ in LAYER_GROUPS
-              if any(r["group"] == g for r in rows)}
+    groups = {g: _totals([r for r in evals if r["group"] == g]) for g, _ in LAYER_GROUPS
+              if any(r["group"] == g for r in evals)}
     return {
         "press": spec.name, "kvpress_class": spec.cls if not decoding else f"DecodingPress({spec.cls})",
         "mode": "decoding" if decoding else ("head-wise prefill" if spec.headwise else "prefill"),
         "citation": spec.citation, "keeps": spec.keeps,
         "ratio": None if decoding else press_ratio, "budget_arg": budget, "interval": interval if decoding else None,
-        "traceset": ts.source, "T": ts.T, "start": start, "charged_rows": ts.T - start, "charged": CHARGED_NOTE,
+        "traceset": ts.source, "T": ts.T, "start": start, "charged_rows": ts.T - start, "rows": rows,
+        "charged": note, "max_stored_deviation": deviation,
         "toolkit_policy": spec.toolkit[0] if spec.toolkit else None,
-        "traces": rows, "total": _totals(rows), "groups": groups, "answer": check,
+        "traces": evals, "total": _totals(evals), "groups": groups, "answer": check,
         "seconds": {"model": round(model_seconds, 2), "model_cpu": round(model_cpu, 2),
-                    "evaluate": round(eval_seconds, 2)},
+                    "complete_rows": round(rows_seconds, 2), "evaluate": round(eval_seconds, 2)},
         "versions": {"kvpress": version("kvpress"), "transformers": transformers.__version__},
     }

@@ -47,7 +47,11 @@ def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
     entries per row with the exact residual (:func:`realtrace.capture.sparsify_rows`)."""
     from ..capture import sparsify_rows
 
-    return sparsify_rows(rows, rows.shape[0] if top is None else top, source)
+    trace = sparsify_rows(rows, rows.shape[0] if top is None else top, source)
+    if top is not None:
+        return trace
+    # every entry is stored, so no mass is unattributed; ``1 - sum`` of a renormalised float64 row (~1e-16) is rounding
+    return AttentionTrace(trace.indptr, trace.indices, trace.weights, np.zeros(trace.T), source)
 
 
 def charge(rows, drop: np.ndarray) -> np.ndarray:
