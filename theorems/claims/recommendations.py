@@ -6,7 +6,8 @@ practical-significance margin declared once for every comparative claim (``VERDI
 
 from __future__ import annotations
 
-from theorems.results.recommendations import default_policy_table, default_policy_traces, gda_validation, section10_params
+from theorems.results.recommendations import (default_policy_table, default_policy_traces, gda_validation,
+                                              section10_params, section10_quality)
 from theorems.tables import cached
 
 from . import significance
@@ -30,14 +31,51 @@ def default_policy(ctx: Context) -> Computed:
         traces = default_policy_traces(T, k, ctx.sizes["real_traces"])
         evidence["default_worse_than_h2o"] = ctx.save_counterexample(
             "default_policy_" + worse[0].replace(" ", "_").replace("=", ""), traces[worse[0]][1])
-    # No committed replay of the default in the model (realtrace/data holds traces and the study, no quality run).
     return Computed({"workloads": by, "T": T, "k": k, "default_params": {"recent": max(1, k // 4), "n_sinks": 4},
-                     "margin": significance.declared(), "quality_replay": None},
+                     "margin": significance.declared(), "quality_replay": section10_quality(),
+                     "quality_margin": significance.declared_quality()},
                     {"adversarial": "safe", "benign": "gives up nothing measurable"}, evidence)
 
 
-QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompts "
-                 "(python -m paper_check quality Default --budget K beside H2O; needs the [real] extra)")
+QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompts (realtrace/data/quality_section10: "
+                 "python -m paper_check quality Default -p recent=K/4 -p n_sinks=4 --budget K --json and the same for "
+                 "H2O; needs the [real] extra)")
+SEVERITY = ("holds", "holds-with-correction", "refuted")
+
+
+def _first_counted(cases: dict, change) -> dict:
+    """``cases`` with ``change`` applied to the first prompt that passes the positive control (a flip's edit)."""
+    first = next(n for n, c in cases.items() if c["full_cache_right"])
+    return {**cases, first: change(cases[first])}
+
+
+def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
+    """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
+    positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
+    quality margin ``qm``.  Returns ``(verdict, finding, losses)``: not-checkable without a replay or a prompt that
+    passes the control, refuted when Default is measurably worse on any counted prompt, holds otherwise."""
+    if q is None:
+        return "not-checkable", f"missing input: {QUALITY_INPUT}", {}
+    counted = {n: c for n, c in q["cases"].items() if c["full_cache_right"]}
+    if not counted:
+        return "not-checkable", f"no prompt of {q['source']} passes the positive control", {}
+    losses = {n: significance.quality_losses(c["Default"], c["H2O"], qm) for n, c in counted.items()}
+    losses = {n: lost for n, lost in losses.items() if lost}
+
+    def one(n: str, c: dict) -> str:
+        d, h = c["Default"], c["H2O"]
+        return (f"{n}: answer {'right' if d['right'] else 'wrong'}/{'right' if h['right'] else 'wrong'}, "
+                f"answer dNLL {fmt(d['dnll_answer'], 3)} vs {fmt(h['dnll_answer'], 3)} (margin "
+                f"{fmt(significance.quality_margin(h['dnll_answer'], qm), 3)}), stream KL {fmt(d['kl_stream'], 3)} vs "
+                f"{fmt(h['kl_stream'], 3)} (margin {fmt(significance.quality_margin(h['kl_stream'], qm), 3)})"
+                + (f" -- measurably worse: {', '.join(losses[n])}" if n in losses else ""))
+
+    excluded = sorted(n for n in q["cases"] if n not in counted)
+    finding = (f"{q['model']}, {q['mode']} loop, {q['configs']} from {q['source']}; Default measurably worse than "
+               f"H2O on {len(losses)} of {len(counted)} positive-control prompts (Default/H2O): "
+               + "; ".join(one(n, c) for n, c in counted.items())
+               + (f"; excluded by the control: {', '.join(excluded)}" if excluded else ""))
+    return ("refuted" if losses else "holds"), finding, losses
 
 
 @decides("default-policy", flips={
@@ -48,19 +86,31 @@ QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompt
     "Default measurably worse than H2O on a benign trace": (lambda v: edit(v, "workloads", lambda w: {
         n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
         if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
-    "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted")})
+    "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted"),
+    "Default's answer wrong where H2O's is right, on one positive-control prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: _first_counted(cs, lambda c: dict(
+            c, Default=dict(c["Default"], right=False), H2O=dict(c["H2O"], right=True)))), "refuted"),
+    "Default's stream KL above H2O's by more than the quality margin, on one prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: _first_counted(cs, lambda c: dict(c, Default=dict(
+            c["Default"], kl_stream=c["H2O"]["kl_stream"] * 1.2 + 0.011)))), "refuted")})
 def default_policy_decide(v: dict, e: dict) -> Decision:
     """Readings of "gives up nothing measurable on benign traffic", each against H2O (the heavy-hitter system the
-    default modifies): (margin, the claim's own) a loss counts only above the declared practical-significance margin
-    ``v['margin']`` (VERDICTS.md; :mod:`theorems.claims.significance`) -- the paper measures a policy by its tracking
-    gap (Sections 9 and 12), so the regret is its own yardstick; (strict) any loss above 1e-9 counts; (quality) the
-    model's output -- not-checkable while ``v['quality_replay']`` is None, naming the missing replay.  "Safe on
-    adversarial traces": (oblivious) on the paper's Theorem 2 construction the default's regret equals the
-    optimum's; (adaptive) against an adversary that attends each token once it is dropped.  Under a regret
-    reading: refuted when the oblivious part fails or the default loses to H2O on a benign trace (beyond the
-    reading's margin); holds-with-correction when those hold but the adaptive adversary drives it to about one unit
-    per step, or the best other policy beats it measurably on a benign trace; holds otherwise.  Flips: a loss to
-    H2O crossing the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed."""
+    default modifies): (margin, the claim's own surrogate reading) a loss of regret counts only above the declared
+    practical-significance margin ``v['margin']`` (VERDICTS.md; :mod:`theorems.claims.significance`) -- the paper
+    measures a policy by its tracking gap (Sections 9 and 12); (strict) any loss above 1e-9 counts; (quality) the
+    model's output in the committed replay ``v['quality_replay']``, per positive-control prompt, at the declared
+    quality margin ``v['quality_margin']`` (:func:`_quality`).  "Safe on adversarial traces": (oblivious) on the
+    paper's Theorem 2 construction the default's regret equals the optimum's; (adaptive) against an adversary that
+    attends each token once it is dropped.  Under the regret reading: refuted when the oblivious part fails or the
+    default loses to H2O on a benign trace beyond the margin; holds-with-correction when those hold but the adaptive
+    adversary drives it to about one unit per step, or the best other policy beats it measurably on a benign trace;
+    holds otherwise.  The verdict combines the two measurements of "gives up": the worse of the regret reading's
+    and the quality reading's (holds < holds-with-correction < refuted) -- a measurable loss in the model's output on
+    a benign prompt is a counterexample however the surrogate reads, and the surrogate's loss is not cancelled by an
+    output that happens to be unharmed; the quality reading counts only where it is checkable (without a replay the
+    regret reading decides alone and the quality reading is named as not-checkable).  Flips: a loss to H2O crossing
+    the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed, and on the
+    replay a flipped answer or a stream KL crossing H2O's plus the quality margin."""
     w, margin = v["workloads"], v["margin"]
     obl = w["decoy-and-sleeper"]
     safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9
@@ -91,8 +141,10 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         verdict = "refuted" if not safe or lost else ("holds-with-correction" if parts else "holds")
         return verdict, lost, parts
 
-    verdict, lost, parts = judge(margin)
+    regret_verdict, lost, parts = judge(margin)
     strict_verdict, strict_lost, _ = judge(strict)
+    quality_verdict, quality_finding, quality_lost = _quality(v["quality_replay"], v["quality_margin"])
+    verdict = max(regret_verdict, quality_verdict if quality_verdict in SEVERITY else "holds", key=SEVERITY.index)
     real = {n: c for n, c in benign.items() if n.startswith("real")}
     real_better = [n for n, c in real.items() if significance.measurably_better(
         c["regret"]["Default"], c["regret"]["H2O"], c["steps"], margin)]
@@ -104,14 +156,24 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
 
     readings = {
         "margin: a loss to H2O counts above the declared margin (the claim's own)": {
-            "verdict": verdict, "finding": f"measurable losses to H2O on {len(lost)} of {len(benign)} benign traces"},
+            "verdict": regret_verdict,
+            "finding": f"measurable losses to H2O on {len(lost)} of {len(benign)} benign traces"},
         "strict: any loss to H2O above 1e-9 counts": {
             "verdict": strict_verdict, "finding": f"losses to H2O on {len(strict_lost)} of {len(benign)} benign "
                                                   "traces: " + (", ".join(f"{n} ({d:+.3g})" for n, d in
                                                                           strict_lost.items()) or "none")},
-        "quality: the model's output on benign prompts": {
-            "verdict": "not-checkable" if v["quality_replay"] is None else verdict,
-            "finding": f"missing input: {QUALITY_INPUT}" if v["quality_replay"] is None else "replay committed"}}
+        "quality: the model's output on benign prompts, per positive-control prompt at the declared quality margin": {
+            "verdict": quality_verdict, "finding": quality_finding}}
+    qm = v["quality_margin"]
+    if quality_verdict == "not-checkable":
+        quality_sentence = f"Output quality is not judged ({quality_finding})."
+    else:
+        quality_sentence = (
+            f"In the model (quality margin max({fmt(qm['relative'])} x H2O's value, {fmt(qm['floor_nats'], 3)} "
+            f"nats)): Default is measurably worse than H2O on {len(quality_lost)} of "
+            f"{sum(c['full_cache_right'] for c in v['quality_replay']['cases'].values())} positive-control prompts"
+            + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost.items()) + ")" if quality_lost
+               else "") + f"; quality reading {quality_verdict}, regret reading {regret_verdict}.")
     return Decision(
         verdict,
         f"Policy run: the Section 10 default with recency floor {v['default_params']['recent']}, "
@@ -122,8 +184,7 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         + f".  Measurable losses to H2O: {len(lost)} of {len(benign)} benign traces (strict reading: "
           f"{len(strict_lost)}, verdict {strict_verdict}); on the real traces Default is measurably better than H2O "
           f"on {len(real_better)} of {len(real)}.  The adaptive NM adversary drives all {len(adaptive)} policies to "
-          f"regret >= {fmt(floor)}: {everyone_loses}.  Output quality is not judged: no committed quality replay of "
-          "the default.",
+          f"regret >= {fmt(floor)}: {everyone_loses}.  " + quality_sentence,
         correction="; ".join(parts) + "." if verdict == "holds-with-correction" else None, readings=readings)
 
 

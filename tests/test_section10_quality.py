@@ -1,0 +1,136 @@
+"""The output-quality side of the Section 10 default (issue 28 item 4): the declared quality margin
+(``theorems.claims.significance``, VERDICTS.md "Practical significance"), and the committed quality replay of Default
+and H2O (``realtrace/data/quality_section10``) read without torch, refused when the two runs do not share their
+settings or the default was not configured as Section 10 says.  No model runs here."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.command_line import ROOT
+from theorems.claims import significance
+from theorems.results.recommendations import QUALITY_DIR, section10_params, section10_quality
+
+FLOOR = math.log(1.01)
+
+
+def test_the_declared_quality_margin():
+    """quality margin = max(0.10 x reference, ln 1.01 nats): relative above 0.0995 nats of reference, the floor
+    below it and for a negative reference; a flipped answer counts with no margin, an answer gained does not."""
+    assert significance.quality_margin(2.0) == pytest.approx(0.2)
+    assert significance.quality_margin(0.05) == FLOOR and significance.quality_margin(-1.0) == FLOOR
+    ref = {"right": True, "dnll_answer": 2.0, "kl_stream": 0.05}
+    assert significance.quality_losses(dict(ref), ref) == []
+    assert significance.quality_losses(dict(ref, right=False), ref) == ["answer"]
+    assert significance.quality_losses(dict(ref, dnll_answer=2.19), ref) == []
+    assert significance.quality_losses(dict(ref, dnll_answer=2.21), ref) == ["dnll_answer"]
+    assert significance.quality_losses(dict(ref, kl_stream=0.05 + FLOOR * 0.99), ref) == []
+    assert significance.quality_losses(dict(ref, kl_stream=0.05 + FLOOR * 1.01), ref) == ["kl_stream"]
+    assert significance.quality_losses(dict(ref, right=True), dict(ref, right=False)) == []
+
+
+def test_the_committed_replay_pairs_default_and_h2o_with_identical_settings():
+    q = section10_quality()
+    assert q is not None, "no committed quality replay in realtrace/data/quality_section10"
+    for k in q["budgets"]:
+        assert q["configs"][f"Default K={k}"] == "Default(n_sinks=4, recent=%d)" % section10_params("Default", k)[
+            "recent"]
+        assert q["configs"][f"H2O K={k}"] == "H2O"
+    assert q["mode"] == "closed" and "SmolLM2-135M-Instruct" in q["model"]
+    for case in q["cases"].values():
+        for pol in ("Default", "H2O"):
+            assert set(case[pol]) == {"right", "dnll_answer", "kl_stream"}
+            assert case[pol]["kl_stream"] >= 0
+    assert any(c["full_cache_right"] for c in q["cases"].values())
+
+
+def _copy(tmp_path, change=None):
+    for f in QUALITY_DIR.glob("*_K*.json"):
+        shutil.copy(f, tmp_path / f.name)
+    if change:
+        name, edit = change
+        doc = json.loads((tmp_path / name).read_text())
+        edit(doc)
+        (tmp_path / name).write_text(json.dumps(doc))
+    return tmp_path
+
+
+def _h2o_file():
+    return next(f.name for f in QUALITY_DIR.glob("H2O_K*.json"))
+
+
+def _default_file():
+    return next(f.name for f in QUALITY_DIR.glob("Default_K*.json"))
+
+
+def test_an_empty_directory_is_no_replay(tmp_path):
+    assert section10_quality(tmp_path) is None
+
+
+def test_a_copy_reads_the_same(tmp_path):
+    a, b = section10_quality(), section10_quality(_copy(tmp_path))
+    assert a["cases"] == b["cases"] and a["configs"] == b["configs"]
+
+
+@pytest.mark.parametrize("what, change, needle", [
+    ("another seed", lambda doc: doc["settings"].update(seed=1), "settings differ"),
+    ("another prompt set", lambda doc: doc["settings"].update(prompts=doc["settings"]["prompts"][:1]),
+     "settings differ"),
+    ("open loop", lambda doc: doc["settings"].update(mode="open"), "settings differ"),
+    ("another model", lambda doc: doc["model"].update(torch="0.0"), "model"),
+])
+def test_runs_with_different_settings_are_refused(tmp_path, what, change, needle):
+    with pytest.raises(ValueError, match=needle):
+        section10_quality(_copy(tmp_path, (_h2o_file(), change)))
+
+
+def test_a_default_not_configured_as_section_10_is_refused(tmp_path):
+    """The registered Default (recency floor 256) at K = 128 is a sliding window, not the Section 10 default."""
+    def unconfigure(doc):
+        for r in doc["runs"]:
+            if r["kind"] == "policy":
+                r["config"] = "Default"
+
+    with pytest.raises(ValueError, match="expected one policy run Default"):
+        section10_quality(_copy(tmp_path, (_default_file(), unconfigure)))
+
+
+def test_a_missing_h2o_run_is_refused(tmp_path):
+    _copy(tmp_path)
+    (tmp_path / _h2o_file()).unlink()
+    with pytest.raises(ValueError, match="missing"):
+        section10_quality(tmp_path)
+
+
+def test_the_claim_reads_the_replay_without_torch():
+    """``paper_check claim default-policy`` decides the quality reading from the committed JSON with torch and
+    transformers unimportable."""
+    code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['kvpress'] = None; "
+            "from theorems.results.recommendations import section10_quality; q = section10_quality(); "
+            "print(len(q['cases']))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert int(p.stdout) == len(section10_quality()["cases"])
+
+
+def test_the_decision_reads_the_quality_reading():
+    """The committed values decide the quality reading; a flipped answer on a counted prompt refutes the claim."""
+    from paper_check.report import load_ledger
+    from theorems.claims import CLAIMS
+
+    entry = load_ledger()["default-policy"]
+    values = copy.deepcopy(entry["values"])
+    reading = next(r for n, r in CLAIMS["default-policy"].decide(values, entry["expected"]).readings.items()
+                   if n.startswith("quality"))
+    assert reading["verdict"] in ("holds", "refuted")
+    first = next(n for n, c in values["quality_replay"]["cases"].items() if c["full_cache_right"])
+    values["quality_replay"]["cases"][first]["Default"]["right"] = False
+    values["quality_replay"]["cases"][first]["H2O"]["right"] = True
+    assert CLAIMS["default-policy"].decide(values, entry["expected"]).verdict == "refuted"
