@@ -43,24 +43,20 @@ QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompt
 SEVERITY = ("holds", "holds-with-correction", "refuted")
 
 
-def _first_counted(cases: dict, change) -> dict:
-    """``cases`` with ``change`` applied to the first prompt that passes the positive control (a flip's edit)."""
-    first = next(n for n, c in cases.items() if c["full_cache_right"])
-    return {**cases, first: change(cases[first])}
-
-
 def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
     """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
     positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
-    quality margin ``qm``.  Returns ``(verdict, finding, losses)``: not-checkable without a replay or a prompt that
-    passes the control, refuted when Default is measurably worse on any counted prompt, holds otherwise."""
+    quality margin ``qm``, and the same of H2O against Default (Default measurably better).  Returns ``(verdict,
+    finding, {"lost": {prompt: measurements}, "gained": [prompt, ...]})``: not-checkable without a replay or a prompt
+    that passes the control, refuted when Default is measurably worse on any counted prompt, holds otherwise."""
     if q is None:
-        return "not-checkable", f"missing input: {QUALITY_INPUT}", {}
+        return "not-checkable", f"missing input: {QUALITY_INPUT}", {"lost": {}, "gained": []}
     counted = {n: c for n, c in q["cases"].items() if c["full_cache_right"]}
     if not counted:
-        return "not-checkable", f"no prompt of {q['source']} passes the positive control", {}
+        return "not-checkable", f"no prompt of {q['source']} passes the positive control", {"lost": {}, "gained": []}
     losses = {n: significance.quality_losses(c["Default"], c["H2O"], qm) for n, c in counted.items()}
     losses = {n: lost for n, lost in losses.items() if lost}
+    gains = [n for n, c in counted.items() if significance.quality_losses(c["H2O"], c["Default"], qm)]
 
     def one(n: str, c: dict) -> str:
         d, h = c["Default"], c["H2O"]
@@ -71,11 +67,13 @@ def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
                 + (f" -- measurably worse: {', '.join(losses[n])}" if n in losses else ""))
 
     excluded = sorted(n for n in q["cases"] if n not in counted)
-    finding = (f"{q['model']}, {q['mode']} loop, {q['configs']} from {q['source']}; Default measurably worse than "
-               f"H2O on {len(losses)} of {len(counted)} positive-control prompts (Default/H2O): "
+    runs = ", ".join(f"{label} at K = {n.rsplit('=', 1)[1]}" for n, label in q["configs"].items())
+    finding = (f"{q['model']}, {q['mode']} loop, {runs} from {q['source']}; Default measurably worse than "
+               f"H2O on {len(losses)} of {len(counted)} positive-control prompts, measurably better on {len(gains)} "
+               f"(Default/H2O): "
                + "; ".join(one(n, c) for n, c in counted.items())
                + (f"; excluded by the control: {', '.join(excluded)}" if excluded else ""))
-    return ("refuted" if losses else "holds"), finding, losses
+    return ("refuted" if losses else "holds"), finding, {"lost": losses, "gained": gains}
 
 
 @decides("default-policy", flips={
@@ -87,12 +85,15 @@ def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
         n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
         if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
     "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted"),
-    "Default's answer wrong where H2O's is right, on one positive-control prompt": (lambda v: edit(
-        v, "quality_replay/cases", lambda cs: _first_counted(cs, lambda c: dict(
-            c, Default=dict(c["Default"], right=False), H2O=dict(c["H2O"], right=True)))), "refuted"),
-    "Default's stream KL above H2O's by more than the quality margin, on one prompt": (lambda v: edit(
-        v, "quality_replay/cases", lambda cs: _first_counted(cs, lambda c: dict(c, Default=dict(
-            c["Default"], kl_stream=c["H2O"]["kl_stream"] * 1.2 + 0.011)))), "refuted")})
+    "Default's output in the model as H2O's on every prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()}),
+        "holds-with-correction"),
+    "Default's output just inside the quality margin of H2O's on every prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: {n: dict(c, Default={**c["H2O"], **{
+            q: c["H2O"][q] + 0.99 * significance.quality_margin(c["H2O"][q], v["quality_margin"])
+            for q in significance.QUALITY_MEASURES}}) for n, c in cs.items()}), "holds-with-correction"),
+    "no committed quality replay (the regret reading decides alone)": (lambda v: edit(v, "quality_replay", None),
+                                                                      "holds-with-correction")})
 def default_policy_decide(v: dict, e: dict) -> Decision:
     """Readings of "gives up nothing measurable on benign traffic", each against H2O (the heavy-hitter system the
     default modifies): (margin, the claim's own surrogate reading) a loss of regret counts only above the declared
@@ -109,8 +110,9 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
     a benign prompt is a counterexample however the surrogate reads, and the surrogate's loss is not cancelled by an
     output that happens to be unharmed; the quality reading counts only where it is checkable (without a replay the
     regret reading decides alone and the quality reading is named as not-checkable).  Flips: a loss to H2O crossing
-    the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed, and on the
-    replay a flipped answer or a stream KL crossing H2O's plus the quality margin."""
+    the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed; on the replay,
+    Default's output set to H2O's or just inside the quality margin of it on every prompt (the quality loss gone:
+    the regret reading decides), and the replay removed."""
     w, margin = v["workloads"], v["margin"]
     obl = w["decoy-and-sleeper"]
     safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9
@@ -170,10 +172,12 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
     else:
         quality_sentence = (
             f"In the model (quality margin max({fmt(qm['relative'])} x H2O's value, {fmt(qm['floor_nats'], 3)} "
-            f"nats)): Default is measurably worse than H2O on {len(quality_lost)} of "
+            f"nats)): Default is measurably worse than H2O on {len(quality_lost['lost'])} of "
             f"{sum(c['full_cache_right'] for c in v['quality_replay']['cases'].values())} positive-control prompts"
-            + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost.items()) + ")" if quality_lost
-               else "") + f"; quality reading {quality_verdict}, regret reading {regret_verdict}.")
+            + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost["lost"].items()) + ")"
+               if quality_lost["lost"] else "")
+            + f" and measurably better on {len(quality_lost['gained'])}; quality reading {quality_verdict}, regret "
+              f"reading {regret_verdict}.")
     return Decision(
         verdict,
         f"Policy run: the Section 10 default with recency floor {v['default_params']['recent']}, "
