@@ -146,3 +146,53 @@ def test_the_decision_reads_the_quality_reading():
         edited = copy.deepcopy(values)
         edited["quality_replay"]["cases"][first]["Default"].update(change)
         assert decide(edited, entry["expected"]).verdict == want, change
+
+
+def _neutral(cid: str) -> tuple[dict, dict]:
+    """The committed values of ``cid`` with Default's output in the replay set to H2O's (no quality loss)."""
+    from paper_check.report import load_ledger
+
+    entry = load_ledger()[cid]
+    values = copy.deepcopy(entry["values"])
+    for c in values["quality_replay"]["cases"].values():
+        c["Default"] = dict(c["H2O"])
+    return values, entry["expected"]
+
+
+def test_with_the_output_neutral_the_regret_side_still_refutes_default_policy():
+    """The regret readings still decide where the output shows no loss: a loss to H2O beyond the margin on every
+    benign trace, or the margin set to zero (the strict reading: the persistent trace's +12.1), refutes."""
+    from theorems.claims import CLAIMS
+
+    decide = CLAIMS["default-policy"].decide
+    values, expected = _neutral("default-policy")
+    assert decide(copy.deepcopy(values), expected).verdict == "holds-with-correction"
+    lost = copy.deepcopy(values)
+    for c in lost["workloads"].values():
+        if c["kind"] == "benign":
+            c["regret"]["Default"] = c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]
+    assert decide(lost, expected).verdict == "refuted"
+    strict = dict(copy.deepcopy(values), margin={"relative": 0.0, "per_step": 0.0})
+    assert decide(strict, expected).verdict == "refuted"
+
+
+def test_with_the_output_neutral_the_suffix_still_refutes_gda_validation():
+    """gda-validation: with no quality loss, the default no better than H2O on any suffix refutes; a quality loss on
+    at most half of the counted prompts is a correction, on more than half a refutation."""
+    from theorems.claims import CLAIMS
+
+    decide = CLAIMS["gda-validation"].decide
+    values, expected = _neutral("gda-validation")
+    assert decide(copy.deepcopy(values), expected).verdict == "holds-with-correction"
+    flat = copy.deepcopy(values)
+    for c in flat["cases"].values():
+        c["gap_per_step"]["Default suffix"] = c["gap_per_step"]["H2O suffix"]
+    assert decide(flat, expected).verdict == "refuted"
+    counted = [n for n, c in values["quality_replay"]["cases"].items() if c["full_cache_right"]]
+    for n_lost, want in ((1, "holds-with-correction"), (len(counted) // 2 + 1, "refuted")):
+        edited = copy.deepcopy(values)
+        for n in counted[:n_lost]:
+            h2o = edited["quality_replay"]["cases"][n]["H2O"]
+            edited["quality_replay"]["cases"][n]["Default"]["kl_stream"] = (
+                h2o["kl_stream"] + 1.01 * significance.quality_margin(h2o["kl_stream"]))
+        assert decide(edited, expected).verdict == want, n_lost

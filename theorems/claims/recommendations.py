@@ -43,6 +43,11 @@ QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompt
 SEVERITY = ("holds", "holds-with-correction", "refuted")
 
 
+def _output_as_h2o(v: dict) -> dict:
+    """A flip's edit: Default's output in the committed replay set to H2O's on every prompt (no quality loss)."""
+    return edit(v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()})
+
+
 def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
     """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
     positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
@@ -77,17 +82,12 @@ def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
 
 
 @decides("default-policy", flips={
-    "Default best on every benign trace, the adaptive adversary beaten": (lambda v: edit(v, "workloads", lambda w: {
-        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
-                {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
+    "Default best on every benign trace, the adaptive adversary beaten, its output as H2O's": (lambda v: edit(
+        _output_as_h2o(v), "workloads", lambda w: {
+            n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
+                    {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
         "holds"),
-    "Default measurably worse than H2O on a benign trace": (lambda v: edit(v, "workloads", lambda w: {
-        n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
-        if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
-    "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted"),
-    "Default's output in the model as H2O's on every prompt": (lambda v: edit(
-        v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()}),
-        "holds-with-correction"),
+    "Default's output in the model as H2O's on every prompt": (_output_as_h2o, "holds-with-correction"),
     "Default's output just inside the quality margin of H2O's on every prompt": (lambda v: edit(
         v, "quality_replay/cases", lambda cs: {n: dict(c, Default={**c["H2O"], **{
             q: c["H2O"][q] + 0.99 * significance.quality_margin(c["H2O"][q], v["quality_margin"])
@@ -109,10 +109,12 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
     and the quality reading's (holds < holds-with-correction < refuted) -- a measurable loss in the model's output on
     a benign prompt is a counterexample however the surrogate reads, and the surrogate's loss is not cancelled by an
     output that happens to be unharmed; the quality reading counts only where it is checkable (without a replay the
-    regret reading decides alone and the quality reading is named as not-checkable).  Flips: a loss to H2O crossing
-    the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed; on the replay,
-    Default's output set to H2O's or just inside the quality margin of it on every prompt (the quality loss gone:
-    the regret reading decides), and the replay removed."""
+    regret reading decides alone and the quality reading is named as not-checkable).  Flips (each must move the
+    committed verdict, refuted by the quality reading): on the replay, Default's output set to H2O's or just inside
+    the quality margin of it on every prompt, or the replay removed (the regret reading decides: the adaptive
+    adversary's correction); with the output as H2O's, every regret loss and the adaptive one removed (holds).
+    ``tests/test_section10_quality.py`` checks the other direction: with the output as H2O's, a regret loss to H2O
+    crossing the margin, the margin set to zero, a flipped answer or a stream KL beyond the quality margin refute."""
     w, margin = v["workloads"], v["margin"]
     obl = w["decoy-and-sleeper"]
     safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9
@@ -209,7 +211,8 @@ def gda_validation_claim(ctx: Context) -> Computed:
                                        "gap_per_step": {f"{r['policy']} {r['window']}": r["gap_per_step"]
                                                         for r in mine}}
     values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
-              "also_reported": "GD-A", "margin": significance.declared()}
+              "also_reported": "GD-A", "margin": significance.declared(), "quality_replay": section10_quality(),
+              "quality_margin": significance.declared_quality()}
     evidence = {"test": "theorems/test_default_policy.py"}
     fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
     if fails:
@@ -254,12 +257,13 @@ def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]
 
 
 @decides("gda-validation", flips={
-    "the default separates everywhere": (lambda v: edit(v, "cases", lambda cs: {n: dict(c, gap_per_step=dict(
-        c["gap_per_step"], **{"Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
-        for n, c in cs.items()}), "holds"),
-    "the default no better than H2O on any suffix": (lambda v: edit(v, "cases", lambda cs: {n: dict(
-        c, gap_per_step=dict(c["gap_per_step"], **{"Default suffix": c["gap_per_step"]["H2O suffix"]}))
-        for n, c in cs.items()}), "refuted")})
+    "the default separates everywhere and its output matches H2O's": (lambda v: edit(_output_as_h2o(v), "cases",
+        lambda cs: {n: dict(c, gap_per_step=dict(c["gap_per_step"], **{
+            "Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
+            for n, c in cs.items()}), "holds"),
+    "Default's output in the model as H2O's on every prompt": (_output_as_h2o, "holds-with-correction"),
+    "no committed quality replay (the regret cases decide alone)": (lambda v: edit(v, "quality_replay", None),
+                                                                   "holds-with-correction")})
 def gda_validation_decide(v: dict, e: dict) -> Decision:
     """The prediction is judged for the policy the sentence names, ``v['judged']`` (the Section 10 default: decayed,
     recency-floored; parameters in the values), per trace/budget case by :func:`_separation` at the declared margin
@@ -268,10 +272,24 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
     over "a shifted or adversarial suffix": refuted when the pattern fails on more than half of the cases,
     holds-with-correction when it fails on some, holds when it shows on every case.  Readings: the same rule for
     the registered plain GD-A (``v['also_reported']``, the policy the earlier verdict judged; no recency floor, no
-    sinks) and for the default with a zero margin (strict).  Flips: a suffix gap crossing H2O's or ACC's by the
-    margin, a benign gap crossing H2O's plus the margin."""
+    sinks) and for the default with a zero margin (strict).  Benign side in the model's output (quality): on each
+    positive-control prompt of the committed replay ``v['quality_replay']`` the default *matches* H2O when it is not
+    measurably worse at the declared quality margin ``v['quality_margin']`` (:func:`_quality`; better counts as
+    matching), with the same rule over prompts (refuted when it fails to match on more than half, holds-with-
+    correction on some).  The verdict is the worse of the regret cases' and the quality reading's (holds <
+    holds-with-correction < refuted; a not-checkable quality reading leaves the regret verdict): the sentence is a
+    conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips (each must
+    move the committed verdict, refuted by the quality reading): the default's output set to H2O's, or the replay
+    removed (the regret cases decide); with the output as H2O's, the default separating everywhere (holds).
+    ``tests/test_section10_quality.py`` checks that with the output as H2O's a suffix gap at H2O's refutes."""
     cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
-    verdict, fails = _gda_verdict(cases, pol, margin)
+    regret_verdict, fails = _gda_verdict(cases, pol, margin)
+    q_verdict, q_finding, q_res = _quality(v["quality_replay"], v["quality_margin"])
+    if q_verdict != "not-checkable":
+        counted = sum(c["full_cache_right"] for c in v["quality_replay"]["cases"].values())
+        q_verdict = ("holds" if not q_res["lost"] else "refuted" if len(q_res["lost"]) > counted / 2
+                     else "holds-with-correction")
+    verdict = max(regret_verdict, q_verdict if q_verdict in SEVERITY else "holds", key=SEVERITY.index)
     old_verdict, old_fails = _gda_verdict(cases, old, margin)
     strict_verdict, strict_fails = _gda_verdict(cases, pol, {"relative": 0.0, "per_step": 0.0})
 
@@ -285,7 +303,7 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
 
     readings = {
         f"{pol}: the decayed, recency-floored policy of Section 10 (the claim's own)": {
-            "verdict": verdict, "finding": f"pattern on {len(cases) - len(fails)} of {len(cases)} cases"
+            "verdict": regret_verdict, "finding": f"pattern on {len(cases) - len(fails)} of {len(cases)} cases"
                                            + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")},
         f"{old}: the registered plain policy (no recency floor, no sinks; the earlier verdict's policy)": {
             "verdict": old_verdict, "finding": f"pattern on {len(cases) - len(old_fails)} of {len(cases)} cases"
@@ -293,7 +311,15 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                                                   if old_fails else "")},
         f"{pol}, strict: any difference counts": {
             "verdict": strict_verdict, "finding": f"pattern on {len(cases) - len(strict_fails)} of {len(cases)} "
-                                                  "cases"}}
+                                                  "cases"},
+        f"{pol}, benign side in the model's output: matches H2O per positive-control prompt at the declared quality "
+        "margin": {"verdict": q_verdict, "finding": q_finding}}
+    quality = ("Benign side in the model's output not judged." if q_verdict == "not-checkable" else
+               f"In the model's output on benign prompts it fails to match H2O (measurably worse at the quality margin) "
+               f"on {len(q_res['lost'])} of {counted} positive-control prompts"
+               + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
+               + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
+                 f"{regret_verdict}.")
     return Decision(
         verdict,
         f"Policy judged: {pol} ({v['judged_params_rule']}; run with " + ", ".join(
@@ -303,6 +329,9 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         f"suffix on {len(cases) - len(fails)} of {len(cases)} trace/budget cases"
         + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")
         + f".  The registered plain {old} shows the pattern on {len(cases) - len(old_fails)} of {len(cases)} "
-          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.",
-        correction=None if verdict != "holds-with-correction" else _gda_correction(cases, fails, margin, why, pol),
+          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality,
+        correction=None if verdict != "holds-with-correction" else " ".join(
+            ([_gda_correction(cases, fails, margin, why, pol)] if fails else [])
+            + ([f"The benign side does not hold in the model's output everywhere: {q_finding}."]
+               if q_verdict == "holds-with-correction" else [])),
         readings=readings)
