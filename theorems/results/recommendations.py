@@ -108,7 +108,7 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0, seeds: 
 
 QUALITY_DIR = DATA_DIR / "quality_section10"
 QUALITY_POLICIES = ("Default", "H2O")
-QUALITY_SAME = ("budgets", "mode", "seed", "top", "prompts")
+QUALITY_SAME = ("mode", "seed", "top", "opt_top", "prompts")
 
 
 def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
