@@ -74,7 +74,8 @@ def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
     excluded = sorted(n for n in q["cases"] if n not in counted)
     runs = ", ".join(f"{label} at K = {n.rsplit('=', 1)[1]}" for n, label in q["configs"].items())
     finding = (f"{q['model']}, {q['mode']} loop, {runs} from {q['source']}; Default measurably worse than "
-               f"H2O on {len(losses)} of {len(counted)} positive-control prompts, measurably better on {len(gains)} "
+               f"H2O on {len(losses)} of {len(counted)} positive-control prompt/budget cases, measurably better on "
+               f"{len(gains)} "
                f"(Default/H2O): "
                + "; ".join(one(n, c) for n, c in counted.items())
                + (f"; excluded by the control: {', '.join(excluded)}" if excluded else ""))
@@ -175,7 +176,8 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         quality_sentence = (
             f"In the model (quality margin max({fmt(qm['relative'])} x H2O's value, {fmt(qm['floor_nats'], 3)} "
             f"nats)): Default is measurably worse than H2O on {len(quality_lost['lost'])} of "
-            f"{sum(c['full_cache_right'] for c in v['quality_replay']['cases'].values())} positive-control prompts"
+            f"{sum(c['full_cache_right'] for c in v['quality_replay']['cases'].values())} positive-control "
+            "prompt/budget cases"
             + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost["lost"].items()) + ")"
                if quality_lost["lost"] else "")
             + f" and measurably better on {len(quality_lost['gained'])}; quality reading {quality_verdict}, regret "
@@ -261,9 +263,13 @@ def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]
         lambda cs: {n: dict(c, gap_per_step=dict(c["gap_per_step"], **{
             "Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
             for n, c in cs.items()}), "holds"),
-    "Default's output in the model as H2O's on every prompt": (_output_as_h2o, "holds-with-correction"),
-    "no committed quality replay (the regret cases decide alone)": (lambda v: edit(v, "quality_replay", None),
-                                                                   "holds-with-correction")})
+    "the default no better than H2O on any suffix": (lambda v: edit(v, "cases", lambda cs: {n: dict(
+        c, gap_per_step=dict(c["gap_per_step"], **{"Default suffix": c["gap_per_step"]["H2O suffix"]}))
+        for n, c in cs.items()}), "refuted"),
+    "Default's stream KL beyond H2O's plus the quality margin on every prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["Default"], kl_stream=c["H2O"]["kl_stream"]
+            + 1.01 * significance.quality_margin(c["H2O"]["kl_stream"], v["quality_margin"]))) for n, c in cs.items()}),
+        "refuted")})
 def gda_validation_decide(v: dict, e: dict) -> Decision:
     """The prediction is judged for the policy the sentence names, ``v['judged']`` (the Section 10 default: decayed,
     recency-floored; parameters in the values), per trace/budget case by :func:`_separation` at the declared margin
@@ -278,10 +284,10 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
     matching), with the same rule over prompts (refuted when it fails to match on more than half, holds-with-
     correction on some).  The verdict is the worse of the regret cases' and the quality reading's (holds <
     holds-with-correction < refuted; a not-checkable quality reading leaves the regret verdict): the sentence is a
-    conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips (each must
-    move the committed verdict, refuted by the quality reading): the default's output set to H2O's, or the replay
-    removed (the regret cases decide); with the output as H2O's, the default separating everywhere (holds).
-    ``tests/test_section10_quality.py`` checks that with the output as H2O's a suffix gap at H2O's refutes."""
+    conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips: a suffix
+    gap at H2O's on every case, the default's stream KL beyond H2O's plus the quality margin on every prompt
+    (refuted); with the output as H2O's, the default separating everywhere (holds).  ``tests/test_section10_quality.py``
+    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation)."""
     cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
     regret_verdict, fails = _gda_verdict(cases, pol, margin)
     q_verdict, q_finding, q_res = _quality(v["quality_replay"], v["quality_margin"])
@@ -315,8 +321,8 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         f"{pol}, benign side in the model's output: matches H2O per positive-control prompt at the declared quality "
         "margin": {"verdict": q_verdict, "finding": q_finding}}
     quality = ("Benign side in the model's output not judged." if q_verdict == "not-checkable" else
-               f"In the model's output on benign prompts it fails to match H2O (measurably worse at the quality margin) "
-               f"on {len(q_res['lost'])} of {counted} positive-control prompts"
+               "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
+               f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
                + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
                + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
                  f"{regret_verdict}.")
