@@ -11,32 +11,10 @@ import json
 import math
 import sys
 from pathlib import Path
-from typing import Any
 
 from kvcore.command import Command, OneLineParser, dispatch
 from kvcore.errors import ParameterError
-from kvcore.numbers import whole_number
-
-INFINITIES = {"inf": math.inf, "infinity": math.inf, "-inf": -math.inf, "-infinity": -math.inf}
-
-
-def parse_param(text: str) -> tuple[str, Any]:
-    """``NAME=VALUE`` with VALUE read as JSON when it parses (numbers, true/false, null, lists), ``inf``, or else as a
-    string; the policy then checks the type and range (``policies.make``).  A number too large for a float is an
-    error, never silently infinity."""
-    if "=" not in text:
-        raise ParameterError(f"--param {text!r}: expected NAME=VALUE")
-    name, raw = text.split("=", 1)
-    if raw.strip().lower() in INFINITIES:
-        return name.strip(), INFINITIES[raw.strip().lower()]
-    try:
-        value = json.loads(raw, parse_constant=lambda c: raw)   # NaN / Infinity literals stay strings
-    except json.JSONDecodeError:
-        value = raw
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ParameterError(f"--param {text!r}: {raw} does not fit a float (write inf for infinity)")
-    return name.strip(), value
-
+from kvcore.numbers import parse_param, whole_number
 
 def _json_number(x: float) -> float | str:
     return "inf" if isinstance(x, float) and math.isinf(x) else x

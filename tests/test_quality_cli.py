@@ -27,7 +27,7 @@ def test_help_lists_every_option(module, args):
     code, out, err = run_module(module, *args, "--help")
     assert code == 0, err
     for opt in ("--all", "--budget", "--budgets", "--prompts", "--mode", "--policies", "--presses", "--seed", "--top",
-                "--threads", "--workers", "--scheduler", "--steps", "--out", "--json", "press:NAME", "OPT"):
+                "--threads", "--workers", "--scheduler", "--steps", "--out", "--json", "--param", "press:NAME", "OPT"):
         assert opt in out, opt
 
 
@@ -43,6 +43,11 @@ def test_help_lists_every_option(module, args):
     (("press:KVzip", "--budget", "8"), "not bridged"),
     (("file:/nonexistent/s.npz", "--budget", "8"), "no such file"),
     (("TOVA", "--budget", "8", "--mode", "sideways"), "--mode"),
+    (("Default", "--budget", "8", "--param", "nosuch=1"), "unknown parameter(s) ['nosuch']"),
+    (("Default", "--budget", "8", "--param", "recent"), "expected NAME=VALUE"),
+    (("Default", "--budget", "8", "-p", "recent=-1"), "recent"),
+    (("OPT", "--budget", "8", "-p", "recent=1"), "--param applies to a policy, not to OPT"),
+    (("--all", "-p", "recent=1"), "not with --all"),
 ])
 def test_bad_input_is_one_line_before_anything_loads(args, needle):
     code, out, err = run_without_real(*args)
@@ -128,3 +133,18 @@ def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(moment, marker):
     err = "".join(lines)
     assert p.returncode == 130 and "Traceback" not in err and out == "", (p.returncode, err[-2000:])
     assert err.rstrip().endswith("paper_check quality: interrupted"), err[-500:]
+
+
+def test_a_configured_policy_is_reported_with_its_parameters():
+    """``Default -p recent=32 -p n_sinks=4`` runs the Section 10 default, not the registered one (recency floor 256),
+    and every table names it so; the parameters reach the policy the replay builds."""
+    import policies
+    from realtrace.quality.run import parse_config
+
+    (cfg,) = parse_config("Default", "closed", {"recent": 32, "n_sinks": 4})
+    assert cfg.name == "Default(n_sinks=4, recent=32)" and cfg.params == (("n_sinks", 4), ("recent", 32))
+    made = policies.resolve(cfg.spec, dict(cfg.params))()
+    assert (made.recent, made.n_sinks) == (32, 4)
+    assert [c.name for c in parse_config("Default", "both", {"recent": 8})] == ["Default(recent=8)",
+                                                                                "Default(recent=8) (open loop)"]
+    assert parse_config("H2O")[0].name == "H2O"

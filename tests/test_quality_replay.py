@@ -400,3 +400,23 @@ def test_own_prompts_go_through_the_positive_control(lm, tmp_path):
     (opt,) = [r for r in res["runs"] if r["kind"] == "opt"]
     assert opt["total"]["counted"] == 1 and opt["total"]["right"] <= 1
     assert opt["max_resident"] == 6
+
+
+def test_a_configured_policy_runs_with_its_parameters(lm, tmp_path):
+    """``quality Default -p recent=2 -p n_sinks=1``: the replay builds the policy with those parameters -- its
+    schedule differs from the registered Default's (recency floor 256: at K = 6 a sliding window) -- and reports it
+    under its configured name, within the budget."""
+    import json
+
+    from realtrace.quality.run import evaluate, parse_config
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": "The secret word is apple. Repeat the secret word.\nThe secret "
+                                                     "word is", "answer": " apple"}) + "\n")
+    cfgs = parse_config("Default", "closed", {"recent": 2, "n_sinks": 1}) + parse_config("Default")
+    res = evaluate(cfgs, [6], None, workers=0, progress=False, prompts_file=str(path), steps=True)
+    runs = {r["config"]: r for r in res["runs"] if r["kind"] == "policy"}
+    assert set(runs) == {"Default(n_sinks=1, recent=2)", "Default"}
+    assert all(r["max_resident"] <= 6 for r in runs.values())
+    a, b = (runs[n]["steps"]["p"]["drop"] for n in ("Default(n_sinks=1, recent=2)", "Default"))
+    assert not np.array_equal(a, b)

@@ -21,7 +21,7 @@ import sys
 
 from kvcore.command import Command
 from kvcore.errors import ParameterError
-from kvcore.numbers import comma_list, whole_number
+from kvcore.numbers import comma_list, parse_param, whole_number
 
 from ..model import MODEL_EXACT
 from .prompts import DEFAULT, FAMILIES
@@ -56,6 +56,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="with --all: these policies instead of every registered NM policy")
     ap.add_argument("--presses", type=comma_list(str, none=True), default=None,
                     help="with --all: these presses instead of every bridged prefill press ('none' for no presses)")
+    ap.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",
+                    help="a parameter of the named policy (repeatable; e.g. Default -p recent=32 -p n_sinks=4)")
     ap.add_argument("--seed", type=whole_number(0), default=0, help="seed of randomized policies (default 0)")
     ap.add_argument("--top", type=whole_number(1), default=None,
                     help="a policy observes only the TOP largest entries of each attention row (default: the complete "
@@ -81,12 +83,14 @@ def configs(args: argparse.Namespace) -> list:
     if args.all:
         if args.name is not None:
             raise ParameterError("give a NAME or --all, not both")
+        if args.param:
+            raise ParameterError("--param goes with one named policy, not with --all")
         return all_configs(args.mode, args.policies, args.presses)
     if args.name is None:
         raise ParameterError("give a policy, press:NAME, OPT or file:PATH (or --all)")
     if args.policies is not None or args.presses is not None:
         raise ParameterError("--policies and --presses go with --all")
-    return parse_config(args.name, args.mode)
+    return parse_config(args.name, args.mode, dict(parse_param(p) for p in args.param))
 
 
 def list_prompts() -> str:

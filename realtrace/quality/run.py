@@ -74,19 +74,25 @@ LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
 @dataclass(frozen=True)
 class Config:
     """What produces a schedule: ``kind`` (:data:`KINDS`), ``spec`` (policy name, press name, file path), ``mode``
-    (``closed`` or ``open``) and the name it is reported under."""
+    (``closed`` or ``open``), the name it is reported under and, for a policy, the constructor ``params`` as
+    ``(name, value)`` pairs."""
 
     kind: str
     spec: str
     mode: str
     name: str
+    params: tuple = ()
 
 
-def parse_config(text: str, mode: str = "closed") -> list[Config]:
-    """``OPT``, ``press:NAME``, ``file:PATH`` or a policy (registered NM name or ``module:Class``) -> the configs to
-    run (two for a policy in ``mode="both"``).  Unknown names are one-line :class:`ParameterError`."""
+def parse_config(text: str, mode: str = "closed", params: dict | None = None) -> list[Config]:
+    """``OPT``, ``press:NAME``, ``file:PATH`` or a policy (registered NM name or ``module:Class``, configured by
+    ``params``, reported as ``NAME(key=value, ...)``) -> the configs to run (two for a policy in ``mode="both"``).
+    Unknown names, parameters a policy does not take, and parameters for anything but a policy are one-line
+    :class:`ParameterError`."""
     if mode not in MODES:
         raise ParameterError(f"--mode {mode}: must be one of {', '.join(MODES)}")
+    if params and (text.upper() == OPT or text.lower().startswith(("press:", "file:"))):
+        raise ParameterError(f"--param applies to a policy, not to {text}")
     if text.upper() == OPT:
         return [Config("opt", OPT, "open", OPT)]
     if text.lower().startswith("press:"):
@@ -103,14 +109,22 @@ def parse_config(text: str, mode: str = "closed") -> list[Config]:
         return [Config("file", path, "open", f"file:{Path(path).name}")]
     import policies
 
-    policies.resolve(text)  # unknown names and broken module:Class specs fail here, in one line
+    policies.resolve(text, params)  # unknown names, parameters and broken module:Class specs fail here, in one line
     if ":" not in text:
         info = policies.get(text)
         if "nm" not in info.models:
             raise ParameterError(f"policy {info.name}: not an NM policy (it runs in {', '.join(info.models)} only)")
         text = info.name
+    pairs = tuple(sorted((params or {}).items()))
+    label = config_label(text, dict(pairs))
     modes = ("closed", "open") if mode == "both" else (mode,)
-    return [Config("policy", text, m, text if m == "closed" else f"{text} (open loop)") for m in modes]
+    return [Config("policy", text, m, label if m == "closed" else f"{label} (open loop)", pairs) for m in modes]
+
+
+def config_label(policy: str, params: dict) -> str:
+    """The name a configured policy is reported under: ``NAME(key=value, ...)``, keys sorted; ``NAME`` alone
+    without parameters."""
+    return policy + (f"({', '.join(f'{k}={v}' for k, v in sorted(params.items()))})" if params else "")
 
 
 def _prefill_presses() -> tuple[str, ...]:
@@ -235,7 +249,7 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
         return drops, None, None
     import policies
 
-    factory = policies.resolve(cfg.spec)
+    factory = policies.resolve(cfg.spec, dict(cfg.params) or None)
     if cfg.mode == "closed":
         return None, ClosedLoop(factory, k, seed, top), None
     from kvcore.engine import run_nm
@@ -303,7 +317,7 @@ def run_task(task: dict) -> dict:
     it needs (prompt ids, budgets, configs, seed, top, threads), so it runs the same anywhere."""
     lm = worker_model(task["threads"])
     prompt = PromptIds(**task["prompt"])
-    configs = [Config(**c) for c in task["configs"]]
+    configs = [Config(**{**c, "params": tuple(map(tuple, c["params"]))}) for c in task["configs"]]
     budgets = tuple(task["budgets"])
     t0 = time.monotonic()
     presses = [c.spec for c in configs if c.kind == "press"]

@@ -6,7 +6,8 @@ practical-significance margin declared once for every comparative claim (``VERDI
 
 from __future__ import annotations
 
-from theorems.results.recommendations import default_policy_table, default_policy_traces, gda_validation, section10_params
+from theorems.results.recommendations import (default_policy_table, default_policy_traces, gda_validation,
+                                              section10_params, section10_quality)
 from theorems.tables import cached
 
 from . import significance
@@ -30,37 +31,91 @@ def default_policy(ctx: Context) -> Computed:
         traces = default_policy_traces(T, k, ctx.sizes["real_traces"])
         evidence["default_worse_than_h2o"] = ctx.save_counterexample(
             "default_policy_" + worse[0].replace(" ", "_").replace("=", ""), traces[worse[0]][1])
-    # No committed replay of the default in the model (realtrace/data holds traces and the study, no quality run).
     return Computed({"workloads": by, "T": T, "k": k, "default_params": {"recent": max(1, k // 4), "n_sinks": 4},
-                     "margin": significance.declared(), "quality_replay": None},
+                     "margin": significance.declared(), "quality_replay": section10_quality(),
+                     "quality_margin": significance.declared_quality()},
                     {"adversarial": "safe", "benign": "gives up nothing measurable"}, evidence)
 
 
-QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompts "
-                 "(python -m paper_check quality Default --budget K beside H2O; needs the [real] extra)")
+QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompts (realtrace/data/quality_section10: "
+                 "python -m paper_check quality Default -p recent=K/4 -p n_sinks=4 --budget K --json and the same for "
+                 "H2O; needs the [real] extra)")
+SEVERITY = ("holds", "holds-with-correction", "refuted")
+
+
+def _output_as_h2o(v: dict) -> dict:
+    """A flip's edit: Default's output in the committed replay set to H2O's on every prompt (no quality loss)."""
+    return edit(v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()})
+
+
+def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
+    """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
+    positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
+    quality margin ``qm``, and the same of H2O against Default (Default measurably better).  Returns ``(verdict,
+    finding, {"lost": {prompt: measurements}, "gained": [prompt, ...]})``: not-checkable without a replay or a prompt
+    that passes the control, refuted when Default is measurably worse on any counted prompt, holds otherwise."""
+    if q is None:
+        return "not-checkable", f"missing input: {QUALITY_INPUT}", {"lost": {}, "gained": []}
+    counted = {n: c for n, c in q["cases"].items() if c["full_cache_right"]}
+    if not counted:
+        return "not-checkable", f"no prompt of {q['source']} passes the positive control", {"lost": {}, "gained": []}
+    losses = {n: significance.quality_losses(c["Default"], c["H2O"], qm) for n, c in counted.items()}
+    losses = {n: lost for n, lost in losses.items() if lost}
+    gains = [n for n, c in counted.items() if significance.quality_losses(c["H2O"], c["Default"], qm)]
+
+    def one(n: str, c: dict) -> str:
+        d, h = c["Default"], c["H2O"]
+        return (f"{n}: answer {'right' if d['right'] else 'wrong'}/{'right' if h['right'] else 'wrong'}, "
+                f"answer dNLL {fmt(d['dnll_answer'], 3)} vs {fmt(h['dnll_answer'], 3)} (margin "
+                f"{fmt(significance.quality_margin(h['dnll_answer'], qm), 3)}), stream KL {fmt(d['kl_stream'], 3)} vs "
+                f"{fmt(h['kl_stream'], 3)} (margin {fmt(significance.quality_margin(h['kl_stream'], qm), 3)})"
+                + (f" -- measurably worse: {', '.join(losses[n])}" if n in losses else ""))
+
+    excluded = sorted(n for n in q["cases"] if n not in counted)
+    runs = ", ".join(f"{label} at K = {n.rsplit('=', 1)[1]}" for n, label in q["configs"].items())
+    finding = (f"{q['model']}, {q['mode']} loop, {runs} from {q['source']}; Default measurably worse than "
+               f"H2O on {len(losses)} of {len(counted)} positive-control prompt/budget cases, measurably better on "
+               f"{len(gains)} "
+               f"(Default/H2O): "
+               + "; ".join(one(n, c) for n, c in counted.items())
+               + (f"; excluded by the control: {', '.join(excluded)}" if excluded else ""))
+    return ("refuted" if losses else "holds"), finding, {"lost": losses, "gained": gains}
 
 
 @decides("default-policy", flips={
-    "Default best on every benign trace, the adaptive adversary beaten": (lambda v: edit(v, "workloads", lambda w: {
-        n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
-                {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
+    "Default best on every benign trace, the adaptive adversary beaten, its output as H2O's": (lambda v: edit(
+        _output_as_h2o(v), "workloads", lambda w: {
+            n: dict(c, regret=dict(c["regret"], Default=min(c["regret"].values())) if c["kind"] == "benign" else
+                    {p: 0.0 for p in c["regret"]} if n.startswith("adaptive") else c["regret"]) for n, c in w.items()}),
         "holds"),
-    "Default measurably worse than H2O on a benign trace": (lambda v: edit(v, "workloads", lambda w: {
-        n: dict(c, regret=dict(c["regret"], Default=c["regret"]["H2O"] * 1.5 + 0.02 * c["steps"]))
-        if c["kind"] == "benign" else c for n, c in w.items()}), "refuted"),
-    "a margin of zero": (lambda v: edit(v, "margin", {"relative": 0.0, "per_step": 0.0}), "refuted")})
+    "Default's output in the model as H2O's on every prompt": (_output_as_h2o, "holds-with-correction"),
+    "Default's output just inside the quality margin of H2O's on every prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: {n: dict(c, Default={**c["H2O"], **{
+            q: c["H2O"][q] + 0.99 * significance.quality_margin(c["H2O"][q], v["quality_margin"])
+            for q in significance.QUALITY_MEASURES}}) for n, c in cs.items()}), "holds-with-correction"),
+    "no committed quality replay (the regret reading decides alone)": (lambda v: edit(v, "quality_replay", None),
+                                                                      "holds-with-correction")})
 def default_policy_decide(v: dict, e: dict) -> Decision:
     """Readings of "gives up nothing measurable on benign traffic", each against H2O (the heavy-hitter system the
-    default modifies): (margin, the claim's own) a loss counts only above the declared practical-significance margin
-    ``v['margin']`` (VERDICTS.md; :mod:`theorems.claims.significance`) -- the paper measures a policy by its tracking
-    gap (Sections 9 and 12), so the regret is its own yardstick; (strict) any loss above 1e-9 counts; (quality) the
-    model's output -- not-checkable while ``v['quality_replay']`` is None, naming the missing replay.  "Safe on
-    adversarial traces": (oblivious) on the paper's Theorem 2 construction the default's regret equals the
-    optimum's; (adaptive) against an adversary that attends each token once it is dropped.  Under a regret
-    reading: refuted when the oblivious part fails or the default loses to H2O on a benign trace (beyond the
-    reading's margin); holds-with-correction when those hold but the adaptive adversary drives it to about one unit
-    per step, or the best other policy beats it measurably on a benign trace; holds otherwise.  Flips: a loss to
-    H2O crossing the margin, the margin set to zero (the strict reading), every loss and the adaptive one removed."""
+    default modifies): (margin, the claim's own surrogate reading) a loss of regret counts only above the declared
+    practical-significance margin ``v['margin']`` (VERDICTS.md; :mod:`theorems.claims.significance`) -- the paper
+    measures a policy by its tracking gap (Sections 9 and 12); (strict) any loss above 1e-9 counts; (quality) the
+    model's output in the committed replay ``v['quality_replay']``, per positive-control prompt, at the declared
+    quality margin ``v['quality_margin']`` (:func:`_quality`).  "Safe on adversarial traces": (oblivious) on the
+    paper's Theorem 2 construction the default's regret equals the optimum's; (adaptive) against an adversary that
+    attends each token once it is dropped.  Under the regret reading: refuted when the oblivious part fails or the
+    default loses to H2O on a benign trace beyond the margin; holds-with-correction when those hold but the adaptive
+    adversary drives it to about one unit per step, or the best other policy beats it measurably on a benign trace;
+    holds otherwise.  The verdict combines the two measurements of "gives up": the worse of the regret reading's
+    and the quality reading's (holds < holds-with-correction < refuted) -- a measurable loss in the model's output on
+    a benign prompt is a counterexample however the surrogate reads, and the surrogate's loss is not cancelled by an
+    output that happens to be unharmed; the quality reading counts only where it is checkable (without a replay the
+    regret reading decides alone and the quality reading is named as not-checkable).  Flips (each must move the
+    committed verdict, refuted by the quality reading): on the replay, Default's output set to H2O's or just inside
+    the quality margin of it on every prompt, or the replay removed (the regret reading decides: the adaptive
+    adversary's correction); with the output as H2O's, every regret loss and the adaptive one removed (holds).
+    ``tests/test_section10_quality.py`` checks the other direction: with the output as H2O's, a regret loss to H2O
+    crossing the margin, the margin set to zero, a flipped answer or a stream KL beyond the quality margin refute."""
     w, margin = v["workloads"], v["margin"]
     obl = w["decoy-and-sleeper"]
     safe = obl["regret"]["Default"] <= obl["opt"] + 1e-9
@@ -91,8 +146,10 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         verdict = "refuted" if not safe or lost else ("holds-with-correction" if parts else "holds")
         return verdict, lost, parts
 
-    verdict, lost, parts = judge(margin)
+    regret_verdict, lost, parts = judge(margin)
     strict_verdict, strict_lost, _ = judge(strict)
+    quality_verdict, quality_finding, quality_lost = _quality(v["quality_replay"], v["quality_margin"])
+    verdict = max(regret_verdict, quality_verdict if quality_verdict in SEVERITY else "holds", key=SEVERITY.index)
     real = {n: c for n, c in benign.items() if n.startswith("real")}
     real_better = [n for n, c in real.items() if significance.measurably_better(
         c["regret"]["Default"], c["regret"]["H2O"], c["steps"], margin)]
@@ -104,14 +161,27 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
 
     readings = {
         "margin: a loss to H2O counts above the declared margin (the claim's own)": {
-            "verdict": verdict, "finding": f"measurable losses to H2O on {len(lost)} of {len(benign)} benign traces"},
+            "verdict": regret_verdict,
+            "finding": f"measurable losses to H2O on {len(lost)} of {len(benign)} benign traces"},
         "strict: any loss to H2O above 1e-9 counts": {
             "verdict": strict_verdict, "finding": f"losses to H2O on {len(strict_lost)} of {len(benign)} benign "
                                                   "traces: " + (", ".join(f"{n} ({d:+.3g})" for n, d in
                                                                           strict_lost.items()) or "none")},
-        "quality: the model's output on benign prompts": {
-            "verdict": "not-checkable" if v["quality_replay"] is None else verdict,
-            "finding": f"missing input: {QUALITY_INPUT}" if v["quality_replay"] is None else "replay committed"}}
+        "quality: the model's output on benign prompts, per positive-control prompt at the declared quality margin": {
+            "verdict": quality_verdict, "finding": quality_finding}}
+    qm = v["quality_margin"]
+    if quality_verdict == "not-checkable":
+        quality_sentence = f"Output quality is not judged ({quality_finding})."
+    else:
+        quality_sentence = (
+            f"In the model (quality margin max({fmt(qm['relative'])} x H2O's value, {fmt(qm['floor_nats'], 3)} "
+            f"nats)): Default is measurably worse than H2O on {len(quality_lost['lost'])} of "
+            f"{sum(c['full_cache_right'] for c in v['quality_replay']['cases'].values())} positive-control "
+            "prompt/budget cases"
+            + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost["lost"].items()) + ")"
+               if quality_lost["lost"] else "")
+            + f" and measurably better on {len(quality_lost['gained'])}; quality reading {quality_verdict}, regret "
+              f"reading {regret_verdict}.")
     return Decision(
         verdict,
         f"Policy run: the Section 10 default with recency floor {v['default_params']['recent']}, "
@@ -122,8 +192,7 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
         + f".  Measurable losses to H2O: {len(lost)} of {len(benign)} benign traces (strict reading: "
           f"{len(strict_lost)}, verdict {strict_verdict}); on the real traces Default is measurably better than H2O "
           f"on {len(real_better)} of {len(real)}.  The adaptive NM adversary drives all {len(adaptive)} policies to "
-          f"regret >= {fmt(floor)}: {everyone_loses}.  Output quality is not judged: no committed quality replay of "
-          "the default.",
+          f"regret >= {fmt(floor)}: {everyone_loses}.  " + quality_sentence,
         correction="; ".join(parts) + "." if verdict == "holds-with-correction" else None, readings=readings)
 
 
@@ -144,7 +213,8 @@ def gda_validation_claim(ctx: Context) -> Computed:
                                        "gap_per_step": {f"{r['policy']} {r['window']}": r["gap_per_step"]
                                                         for r in mine}}
     values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
-              "also_reported": "GD-A", "margin": significance.declared()}
+              "also_reported": "GD-A", "margin": significance.declared(), "quality_replay": section10_quality(),
+              "quality_margin": significance.declared_quality()}
     evidence = {"test": "theorems/test_default_policy.py"}
     fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
     if fails:
@@ -189,12 +259,17 @@ def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]
 
 
 @decides("gda-validation", flips={
-    "the default separates everywhere": (lambda v: edit(v, "cases", lambda cs: {n: dict(c, gap_per_step=dict(
-        c["gap_per_step"], **{"Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
-        for n, c in cs.items()}), "holds"),
+    "the default separates everywhere and its output matches H2O's": (lambda v: edit(_output_as_h2o(v), "cases",
+        lambda cs: {n: dict(c, gap_per_step=dict(c["gap_per_step"], **{
+            "Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
+            for n, c in cs.items()}), "holds"),
     "the default no better than H2O on any suffix": (lambda v: edit(v, "cases", lambda cs: {n: dict(
         c, gap_per_step=dict(c["gap_per_step"], **{"Default suffix": c["gap_per_step"]["H2O suffix"]}))
-        for n, c in cs.items()}), "refuted")})
+        for n, c in cs.items()}), "refuted"),
+    "Default's stream KL beyond H2O's plus the quality margin on every prompt": (lambda v: edit(
+        v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["Default"], kl_stream=c["H2O"]["kl_stream"]
+            + 1.01 * significance.quality_margin(c["H2O"]["kl_stream"], v["quality_margin"]))) for n, c in cs.items()}),
+        "refuted")})
 def gda_validation_decide(v: dict, e: dict) -> Decision:
     """The prediction is judged for the policy the sentence names, ``v['judged']`` (the Section 10 default: decayed,
     recency-floored; parameters in the values), per trace/budget case by :func:`_separation` at the declared margin
@@ -203,10 +278,24 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
     over "a shifted or adversarial suffix": refuted when the pattern fails on more than half of the cases,
     holds-with-correction when it fails on some, holds when it shows on every case.  Readings: the same rule for
     the registered plain GD-A (``v['also_reported']``, the policy the earlier verdict judged; no recency floor, no
-    sinks) and for the default with a zero margin (strict).  Flips: a suffix gap crossing H2O's or ACC's by the
-    margin, a benign gap crossing H2O's plus the margin."""
+    sinks) and for the default with a zero margin (strict).  Benign side in the model's output (quality): on each
+    positive-control prompt of the committed replay ``v['quality_replay']`` the default *matches* H2O when it is not
+    measurably worse at the declared quality margin ``v['quality_margin']`` (:func:`_quality`; better counts as
+    matching), with the same rule over prompts (refuted when it fails to match on more than half, holds-with-
+    correction on some).  The verdict is the worse of the regret cases' and the quality reading's (holds <
+    holds-with-correction < refuted; a not-checkable quality reading leaves the regret verdict): the sentence is a
+    conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips: a suffix
+    gap at H2O's on every case, the default's stream KL beyond H2O's plus the quality margin on every prompt
+    (refuted); with the output as H2O's, the default separating everywhere (holds).  ``tests/test_section10_quality.py``
+    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation)."""
     cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
-    verdict, fails = _gda_verdict(cases, pol, margin)
+    regret_verdict, fails = _gda_verdict(cases, pol, margin)
+    q_verdict, q_finding, q_res = _quality(v["quality_replay"], v["quality_margin"])
+    if q_verdict != "not-checkable":
+        counted = sum(c["full_cache_right"] for c in v["quality_replay"]["cases"].values())
+        q_verdict = ("holds" if not q_res["lost"] else "refuted" if len(q_res["lost"]) > counted / 2
+                     else "holds-with-correction")
+    verdict = max(regret_verdict, q_verdict if q_verdict in SEVERITY else "holds", key=SEVERITY.index)
     old_verdict, old_fails = _gda_verdict(cases, old, margin)
     strict_verdict, strict_fails = _gda_verdict(cases, pol, {"relative": 0.0, "per_step": 0.0})
 
@@ -220,7 +309,7 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
 
     readings = {
         f"{pol}: the decayed, recency-floored policy of Section 10 (the claim's own)": {
-            "verdict": verdict, "finding": f"pattern on {len(cases) - len(fails)} of {len(cases)} cases"
+            "verdict": regret_verdict, "finding": f"pattern on {len(cases) - len(fails)} of {len(cases)} cases"
                                            + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")},
         f"{old}: the registered plain policy (no recency floor, no sinks; the earlier verdict's policy)": {
             "verdict": old_verdict, "finding": f"pattern on {len(cases) - len(old_fails)} of {len(cases)} cases"
@@ -228,7 +317,15 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                                                   if old_fails else "")},
         f"{pol}, strict: any difference counts": {
             "verdict": strict_verdict, "finding": f"pattern on {len(cases) - len(strict_fails)} of {len(cases)} "
-                                                  "cases"}}
+                                                  "cases"},
+        f"{pol}, benign side in the model's output: matches H2O per positive-control prompt at the declared quality "
+        "margin": {"verdict": q_verdict, "finding": q_finding}}
+    quality = ("Benign side in the model's output not judged." if q_verdict == "not-checkable" else
+               "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
+               f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
+               + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
+               + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
+                 f"{regret_verdict}.")
     return Decision(
         verdict,
         f"Policy judged: {pol} ({v['judged_params_rule']}; run with " + ", ".join(
@@ -238,6 +335,9 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         f"suffix on {len(cases) - len(fails)} of {len(cases)} trace/budget cases"
         + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")
         + f".  The registered plain {old} shows the pattern on {len(cases) - len(old_fails)} of {len(cases)} "
-          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.",
-        correction=None if verdict != "holds-with-correction" else _gda_correction(cases, fails, margin, why, pol),
+          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality,
+        correction=None if verdict != "holds-with-correction" else " ".join(
+            ([_gda_correction(cases, fails, margin, why, pol)] if fails else [])
+            + ([f"The benign side does not hold in the model's output everywhere: {q_finding}."]
+               if q_verdict == "holds-with-correction" else [])),
         readings=readings)

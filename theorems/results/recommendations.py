@@ -6,12 +6,15 @@ optimum (``kvcore.optima.nm_opt``), with seeds where a policy is randomized.  Th
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import policies
 from adversary import (adaptive_k_plus_one_nm, adversarial_and_benign, decoy_and_sleeper, decoy_and_sleeper_roles,
                        topic_shift)
 from kvcore.measure import measure
 from kvcore.optima import nm_opt
-from realtrace import load_default_traces
+from realtrace import DATA_DIR, load_default_traces
 from realtrace.experiments import SECTION11_POLICIES, section11, section11_windows
 
 from ..tables import Row, Table
@@ -101,3 +104,55 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0, seeds: 
                                                                sleeper, **run)]
             traces[f"real {n}"] = tset.traces[n]
     return out, traces
+
+
+QUALITY_DIR = DATA_DIR / "quality_section10"
+QUALITY_POLICIES = ("Default", "H2O")
+QUALITY_SAME = ("mode", "seed", "top", "opt_top", "prompts")
+
+
+def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
+    """The committed quality replay of the Section 10 default and H2O (``realtrace/data/PROVENANCE.md``), read from
+    the ``--json`` documents of ``python -m paper_check quality`` (``<policy>_K<budget>.json`` in ``directory``; no
+    torch needed), or None when the directory holds none.  Both policies must have been replayed with identical
+    settings (budget, mode, seed, ``--top``, prompts) on the same model, and the default with
+    :func:`section10_params` at that budget; anything else is a ``ValueError`` naming the file.  Returns the model,
+    mode and, per ``"<prompt> K=<budget>"``, the prompt's tokens, whether the full cache answers it right (the
+    positive control) and per policy the values a comparison reads: ``right``, ``dnll_answer`` (mean change in the
+    answer tokens' NLL), ``kl_stream`` (mean KL from the full cache over the rows after the budget binds)."""
+    from realtrace.quality.run import config_label
+
+    files = sorted(Path(directory).glob("*_K*.json"))
+    if not files:
+        return None
+    docs = {f.name: json.loads(f.read_text()) for f in files}
+    budgets = sorted({int(f.stem.rsplit("_K", 1)[1]) for f in files})
+    first = next(iter(docs.values()))
+    out = {"source": f"realtrace/data/{Path(directory).name}", "files": sorted(docs), "model": first["model"]["exact"],
+           "mode": first["settings"]["mode"], "budgets": budgets, "configs": {}, "cases": {}}
+    for k in budgets:
+        for pol in QUALITY_POLICIES:
+            name = f"{pol}_K{k}.json"
+            if name not in docs:
+                raise ValueError(f"{directory}/{name}: missing (each budget needs {' and '.join(QUALITY_POLICIES)})")
+            doc = docs[name]
+            differ = [key for key in QUALITY_SAME if doc["settings"][key] != first["settings"][key]]
+            if doc["settings"]["budgets"] != [k]:
+                differ.append("budgets")
+            if doc["model"] != first["model"]:
+                differ.append("model")
+            if differ:
+                raise ValueError(f"{directory}/{name}: settings differ from {files[0].name}'s: {', '.join(differ)}")
+            label = config_label(pol, section10_params(pol, k))
+            run = [r for r in doc["runs"] if r["kind"] == "policy"]
+            if [r["config"] for r in run] != [label]:
+                raise ValueError(f"{directory}/{name}: expected one policy run {label}, found "
+                                 f"{[r['config'] for r in run]}")
+            out["configs"][f"{pol} K={k}"] = label
+            for p in doc["prompts"]:
+                case = out["cases"].setdefault(f"{p['name']} K={k}", {
+                    "prompt": p["name"], "budget": k, "tokens": p["tokens"],
+                    "full_cache_right": p["full_cache_right"]})
+                got = run[0]["prompts"][p["name"]]
+                case[pol] = {"right": got["right"], "dnll_answer": got["dnll_answer"], "kl_stream": got["kl_stream"]}
+    return out
