@@ -87,9 +87,13 @@ def dispatch(args: argparse.Namespace) -> int:
 
 
 def execute(prog: str, body: Callable[[], int | None], internal_error: bool = False) -> int:
-    """Call ``body`` and turn what it raises into the exit status and the one line of the module docstring."""
+    """Call ``body`` and turn what it raises into the exit status and the one line of the module docstring.  The body
+    runs under :class:`interrupts_kept`: a Ctrl-C that a library turns into another exception (scipy's compiled
+    modules raise "ImportError: initialization failed" when the interrupt lands while one is being imported, seen
+    in a CI run at 6 s into ``paper_check``) still ends the command as an interrupt."""
     try:
-        return int(body() or 0)
+        with interrupts_kept():
+            return int(body() or 0)
     except SystemExit as exc:  # argparse: --help (0) or a usage error (2), already printed in one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except KVToolkitError as exc:
@@ -121,7 +125,8 @@ def entry(prog: str, load: Callable[[], Callable[[], int]]) -> None:
     too) and returns its ``main``; the process exits with its status through :func:`finish`."""
     sys.unraisablehook = _redeliver_interrupt(sys.unraisablehook)
     try:
-        code = load()()
+        with interrupts_kept():
+            code = load()()
     except KeyboardInterrupt:
         code = interrupted(prog)
     finish(code)

@@ -208,3 +208,32 @@ def test_a_ctrl_c_swallowed_by_a_finalizer_still_ends_the_command():
     p = interruptible([sys.executable, "-c", SWALLOWED_INTERRUPT], cwd=ROOT)  # redelivery needs SIGINT handled
     out, err = p.communicate(timeout=60)
     assert (p.returncode, out, err) == (130, "", "probe: interrupted\n"), (p.returncode, err[-500:])
+
+
+CONVERTED_INTERRUPT = """
+import os, signal
+from kvcore.command import Command, entry
+
+def run(args):
+    try:
+        os.kill(os.getpid(), signal.SIGINT)  # a Ctrl-C landing inside a compiled module's initialization ...
+        for _ in range(10 ** 7):
+            pass
+    except KeyboardInterrupt:
+        raise ImportError("initialization failed")  # ... which reports it as a failed import (scipy, CI)
+    print("finished")
+    return 0
+
+entry("probe", lambda: Command("probe", "", lambda p: None, run, internal_error=INTERNAL).main)
+"""
+
+
+@pytest.mark.parametrize("internal", [False, True])
+def test_a_ctrl_c_turned_into_another_exception_still_ends_the_command(internal):
+    """A library that catches the KeyboardInterrupt and raises something else in its place (scipy's extension
+    modules raise "ImportError: initialization failed"; seen in CI when the Ctrl-C probe landed on ``from scipy
+    import stats``) must not end the command with a traceback (or, for a command with its own failures, exit 3)."""
+    src = CONVERTED_INTERRUPT.replace("INTERNAL", str(internal))
+    p = interruptible([sys.executable, "-c", src], cwd=ROOT)
+    out, err = p.communicate(timeout=60)
+    assert (p.returncode, out, err) == (130, "", "probe: interrupted\n"), (p.returncode, err[-500:])
