@@ -61,10 +61,10 @@ from kvcore.numbers import integer
 from . import prompts as qprompts
 from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
+from .optima import OPT, VARIANTS, opt_schedule, variant_name
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
 
-OPT = "OPT"
 FULL = "full cache"
 KINDS = ("policy", "press", "opt", "file", "full")
 MODES = ("closed", "open", "both")
@@ -85,16 +85,20 @@ class Config:
 
 
 def parse_config(text: str, mode: str = "closed", params: dict | None = None) -> list[Config]:
-    """``OPT``, ``press:NAME``, ``file:PATH`` or a policy (registered NM name or ``module:Class``, configured by
-    ``params``, reported as ``NAME(key=value, ...)``) -> the configs to run (two for a policy in ``mode="both"``).
+    """``OPT`` (or a variant ``OPT:NAME``, :mod:`realtrace.quality.optima`), ``press:NAME``, ``file:PATH`` or a policy
+    (registered NM name or ``module:Class``, configured by ``params``, reported as ``NAME(key=value, ...)``) -> the
+    configs to run (two for a policy in ``mode="both"``).
     Unknown names, parameters a policy does not take, and parameters for anything but a policy are one-line
     :class:`ParameterError`."""
     if mode not in MODES:
         raise ParameterError(f"--mode {mode}: must be one of {', '.join(MODES)}")
-    if params and (text.upper() == OPT or text.lower().startswith(("press:", "file:"))):
+    opt = variant_name(text)
+    if params and (opt or text.lower().startswith(("press:", "file:"))):
         raise ParameterError(f"--param applies to a policy, not to {text}")
-    if text.upper() == OPT:
-        return [Config("opt", OPT, "open", OPT)]
+    if opt:
+        return [Config("opt", opt, "open", opt)]
+    if text.upper().startswith(OPT + ":"):
+        raise ParameterError(f"{text}: unknown optimum (known: {', '.join(VARIANTS)})")
     if text.lower().startswith("press:"):
         from ..press.registry import press_spec
 
@@ -234,11 +238,8 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
 
     T = ref.T
     if cfg.kind == "opt":
-        from .exact import lazy_optimum
-
-        solved = [[lazy_optimum(ref.rows(layer, g), k, opt_top) for g in range(ref.H)] for layer in range(ref.L)]
-        return (np.array([[d for d, _, _ in row] for row in solved]), None,
-                np.array([[cost - lower for _, lower, cost in row] for row in solved]))
+        drops, gap = opt_schedule(ref, cfg.spec, k, opt_top)
+        return drops, None, gap
     if cfg.kind == "press":
         return ref.press_drops[f"{cfg.spec}@{k}"], None, None
     if cfg.kind == "file":
@@ -421,7 +422,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         for cfg in ([c] if isinstance(c, Config) else parse_config(c, mode)):
             if cfg not in cfgs:
                 cfgs.append(cfg)
-    if not any(c.kind == "opt" for c in cfgs):
+    if not any(c.spec == OPT for c in cfgs):
         cfgs += parse_config(OPT)
     own = read_prompts_file(prompts_file) if prompts_file is not None else []
     builtin = list(prompts or ([] if own else qprompts.DEFAULT))
