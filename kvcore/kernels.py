@@ -453,8 +453,24 @@ def lru_miss_curve(items: np.ndarray, compiled: bool = True) -> np.ndarray:
 _POLICY_KERNELS: dict[type, tuple[str, Callable[[Any], bool], dict[str, Any]]] = {}
 
 
-def _behaviour(cls: type) -> dict[str, Any]:
+def behaviour_of(cls: type) -> dict[str, Any]:
+    """The interface methods and hooks of ``cls`` (the ones a kernel reproduces), as they are now."""
     return {m: getattr(cls, m, None) for m in _BEHAVIOUR}
+
+
+def unaltered_entry(registry: dict[type, tuple], policy: Any) -> tuple | None:
+    """``registry[type(policy)]`` (entries end with the class's :func:`behaviour_of` at registration) when the type
+    of ``policy`` is exactly a registered class, no method of the class was replaced since and the instance shadows
+    none of them; else None.  Shared by the kernels of this module and :mod:`kvcore.closed_loop`."""
+    entry = registry.get(type(policy))
+    if entry is None:
+        return None
+    behaviour = entry[-1]
+    if behaviour_of(type(policy)) != behaviour:
+        return None  # a method of the class was replaced after registration
+    if getattr(policy, "__dict__", {}).keys() & behaviour.keys():
+        return None
+    return entry
 
 
 def register_policy(cls: type, kernel: str, accepts: Callable[[Any], bool] | None = None) -> None:
@@ -463,18 +479,12 @@ def register_policy(cls: type, kernel: str, accepts: Callable[[Any], bool] | Non
     false).  Called by the policy package for its built-in rules."""
     if kernel not in NAMES:
         raise ValueError(f"kernel {kernel!r}: must be one of {NAMES}")
-    _POLICY_KERNELS[cls] = (kernel, accepts or (lambda policy: True), _behaviour(cls))
+    _POLICY_KERNELS[cls] = (kernel, accepts or (lambda policy: True), behaviour_of(cls))
 
 
 def kernel_for(policy: Any) -> str | None:
     """The kernel that reproduces ``policy`` exactly, or None (see module docstring for the conditions)."""
-    entry = _POLICY_KERNELS.get(type(policy))
-    if entry is None:
+    entry = unaltered_entry(_POLICY_KERNELS, policy)
+    if entry is None or not entry[1](policy):
         return None
-    kernel, accepts, behaviour = entry
-    if _behaviour(type(policy)) != behaviour:
-        return None  # a method of the class was replaced after registration
-    shadowed = getattr(policy, "__dict__", {}).keys() & behaviour.keys()
-    if shadowed or not accepts(policy):
-        return None
-    return kernel
+    return entry[0]

@@ -55,9 +55,14 @@ class H2O(Policy):
             return {"recent_tokens": self.recent_tokens}
         return {"recent_tokens": max(1, int(self.recent_fraction * capacity))}
 
+    def recent_at(self, capacity: int) -> int:
+        """``r``: the tokens of the recent part at ``capacity`` (class docstring)."""
+        if self.recent_tokens is None:
+            return max(1, int(self.recent_fraction * capacity))
+        return min(self.recent_tokens, max(1, capacity))
+
     def on_reset(self) -> None:
-        self.recent = (max(1, int(self.recent_fraction * self.k)) if self.recent_tokens is None
-                       else min(self.recent_tokens, max(1, self.k)))
+        self.recent = self.recent_at(self.k)
         self._score: dict[int, float] = {}
         self._heavy = RisingKeyHeap()
 

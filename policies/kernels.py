@@ -9,22 +9,34 @@ registers no policy and is imported by ``policies/__init__.py`` after every poli
   there.
 * :mod:`kvcore.block_kernel`: :func:`block_rule` gives the kernel's rule for exactly LRU, LFU and EMA-Block, plain or
   wrapped once in Persistent; the block study runs every other policy through the engine.
+* :mod:`kvcore.closed_loop` (the quality study's closed loop): FIFO (a sliding window in NM), StreamingLLM with its
+  sinks, TOVA, and H2O with its recent part, each as at the capacity it runs with.  The Section 10 ``Default`` is
+  not paired: its random tie-break draws from the policy's generator in an order set by its internal lists.
 """
 
 from __future__ import annotations
 
 from kvcore.block_kernel import BlockRule
+from kvcore.closed_loop import ClosedLoopRule, register_rule
 from kvcore.kernels import register_policy
 
 from .ema_block import EMABlock
 from .fifo import FIFO
+from .h2o import H2O
 from .lfu import LFU
 from .lru import LRU
 from .persistent_state import Persistent
+from .streaming_llm import StreamingLLM
+from .tova import TOVA
 
 register_policy(LRU, "lru")
 register_policy(FIFO, "fifo")
 register_policy(LFU, "lfu")
+
+register_rule(FIFO, lambda policy, k: ClosedLoopRule("fifo"))
+register_rule(StreamingLLM, lambda policy, k: ClosedLoopRule("streaming", min(policy.n_sinks, k)))
+register_rule(TOVA, lambda policy, k: ClosedLoopRule("tova"))
+register_rule(H2O, lambda policy, k: ClosedLoopRule("h2o", policy.recent_at(k)))
 
 
 def block_rule(policy) -> BlockRule | None:

@@ -56,6 +56,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kvcore.closed_loop import closed_loop_drops, observed_row_kernel, rule_for
 from kvcore.engine import NMSimulator, policy_name, takes_model
 
 from .schedule import drop_from_evictions
@@ -76,7 +77,9 @@ class ModelObserved:
     :mod:`realtrace.capture`): the complete row over ``R_t`` by default, exactly what the model computed (issue 27),
     or with ``top`` set its ``top`` largest entries (the capture's row format; the rest of the row is not seen).  These weights are renormalised over the resident set, unlike SPEC section 2's raw full-cache
     weights: in closed loop the evicted keys no longer exist, so nothing else is computed.  Every other call goes to
-    the wrapped policy unchanged."""
+    the wrapped policy unchanged.  The weights come from :func:`kvcore.closed_loop.observed_row` (float64; with
+    ``top``, among equal weights the smaller positions are kept), the one function the compiled closed loop
+    observes through too."""
 
     def __init__(self, inner, scores: np.ndarray, top: int | None):
         self.inner, self.scores, self.top = inner, scores, top
@@ -102,13 +105,7 @@ class ModelObserved:
 
     def observe(self, t, items, weights):
         self.resident = items
-        p = self.scores[:, t, items]
-        p = np.exp(p - p.max(axis=1, keepdims=True))
-        w = (1.0 / (p.shape[0] * p.sum(axis=1, dtype=np.float64))) @ p  # the mean over heads of each head's softmax
-        if self.top is not None and w.size > self.top:
-            keep = np.sort(np.argpartition(w, -self.top)[-self.top:])
-            items, w = items[keep], w[keep]
-        self.inner.observe(t, items, w)
+        self.inner.observe(t, *observed_row_kernel(self.scores, t, items, 0 if self.top is None else self.top))
 
 
 def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray, top: int | None) -> np.ndarray:
@@ -135,18 +132,34 @@ def run_head(policy, capacity: int, rng: np.random.Generator, scores: np.ndarray
 class ClosedLoop:
     """An online policy inside the pass: one fresh instance per layer and KV head (``factory()``), cache
     ``capacity``, each with its own generator ``default_rng([seed, layer, head])``, observing the complete row over its
-    resident set (``top=None``) or its ``top`` largest entries (:class:`ModelObserved`)."""
+    resident set (``top=None``) or its ``top`` largest entries (:class:`ModelObserved`).
+
+    When every instance is exactly a policy with a compiled rule (:func:`kvcore.closed_loop.rule_for`: FIFO,
+    StreamingLLM, TOVA, H2O, any parameters) all KV heads of a layer run in one compiled call, with the schedules of
+    the Python path (:func:`run_head`; property-tested equal); any other policy, a subclass or a ``module:Class``
+    runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
+    the compiled path ran."""
 
     factory: Callable[[], Any]
     capacity: int
     seed: int = 0
     top: int | None = None
+    compiled: bool = True
     drops: dict[int, np.ndarray] = field(default_factory=dict)
+    compiled_layers: int = 0
 
-    def layer_drops(self, layer: int, heads: int, scores) -> np.ndarray:
-        """``scores(g)``: KV head ``g``'s scaled products ``(query heads, T, T)``; the layer's drops ``(heads, T)``."""
-        out = np.stack([run_head(self.factory(), self.capacity, np.random.default_rng([self.seed, layer, g]),
-                                 scores(g), self.top) for g in range(heads)])
+    def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
+        """``scores``: the layer's scaled products ``(query heads, T, T)``, KV head ``g`` served by the query heads
+        ``g*rep .. g*rep+rep-1``; the layer's drops ``(heads, T)``."""
+        rep = scores.shape[0] // heads
+        instances = [self.factory() for _ in range(heads)]
+        rules = {rule_for(p, self.capacity) for p in instances} if self.compiled else {None}
+        if None not in rules and len(rules) == 1:
+            out = closed_loop_drops(scores, heads, self.capacity, self.top, rules.pop())
+            self.compiled_layers += 1
+        else:
+            out = np.stack([run_head(p, self.capacity, np.random.default_rng([self.seed, layer, g]),
+                                     scores[g * rep:(g + 1) * rep], self.top) for g, p in enumerate(instances)])
         self.drops[layer] = out
         return out
 
@@ -157,7 +170,7 @@ class OpenLoop:
 
     drops: np.ndarray
 
-    def layer_drops(self, layer: int, heads: int, scores) -> np.ndarray:
+    def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
         return self.drops[layer]
 
 
@@ -247,11 +260,7 @@ class MaskedPass:
 
             # the closed loop's observations come from every query head's scaled products q k^T, all rows
             scores = (torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)) * scaling).numpy()
-
-            def group_scores(g):
-                return scores[g * rep:(g + 1) * rep]
-
-            drops = self.plan.layer_drops(layer, heads, group_scores)
+            drops = self.plan.layer_drops(layer, heads, scores)
         outs = []
         for g in range(heads):
             qg = query[:, g * rep:(g + 1) * rep]

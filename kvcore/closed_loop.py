@@ -1,0 +1,196 @@
+"""Compiled closed loop: NM policies that observe a model's attention under their own evictions, for all KV heads of
+a layer in one compiled call.
+
+Setting (SPEC section 2, NM step order; :class:`realtrace.quality.replay.ClosedLoop` drives it).  One layer has
+``G`` KV heads, each shared by ``rep`` query heads; ``scores[h, t, i]`` is query head ``h``'s scaled product
+``q_t k_i * scale`` (every pair is given; only ``i <= t`` is read).  Per KV head one policy with capacity ``k`` runs
+over the steps ``t = 0 .. T-1``: token ``t`` arrives, one resident position is dropped while more than ``k`` are
+held, then the policy observes row ``t`` as the model computes it over the resident set ``R_t``
+(:func:`observed_row`): per query head ``softmax_{i in R_t}(scores[h, t, i])``, then the mean over the ``rep`` heads
+-- or, with ``top = m >= 1``, only the ``m`` largest of those entries.  The result is the drop vector of every head
+(``drops[g, i]`` = the step position ``i`` left, ``T`` = never; :mod:`realtrace.quality.schedule`).
+
+Rules with a compiled form (:class:`ClosedLoopRule`), each exactly the registered policy's rule driven through
+:class:`kvcore.engine.NMSimulator` (``policies/kernels.py`` pairs the classes; a property test compares schedules):
+
+``fifo``       the oldest resident position goes (FIFO in NM: a sliding window);
+``streaming``  the oldest resident position ``>= window`` goes (StreamingLLM with ``window = min(n_sinks, k)``
+               sinks; the arriving token itself when no other is left);
+``tova``       the resident position other than ``t`` with the least weight in the last observed row goes (a
+               position the row did not list weighs 0), ties to the smaller position (Oren et al., EMNLP 2024);
+``h2o``        among resident positions ``<= t - window`` (``window`` = H2O's recent part at ``k``), the one with the
+               least accumulated observed weight goes, ties to the smaller position (Zhang et al., NeurIPS 2023).
+
+The observation is one function for both paths: :func:`observed_row` runs inside the layer kernel and, per step,
+behind :data:`observed_row_kernel` for the policy objects of the Python path, so the two see bit-identical weights
+and the schedules can be compared exactly (the weights are checked against numpy's softmax to float tolerance).
+
+Which policies run here: :func:`register_rule` (called by ``policies/kernels.py``) pairs a class with a function
+giving its rule at a capacity; :func:`rule_for` accepts an instance only under the conditions of
+:func:`kvcore.kernels.kernel_for` (exact class, no replaced or shadowed method), so a subclass, a wrapper or a user's
+policy runs through the engine.  Compilation as in :mod:`kvcore.kernels` (numba on first call, ``py_func`` plain).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import numpy as np
+
+from .kernels import Kernel, _inlined, behaviour_of, unaltered_entry
+
+RULES = ("fifo", "streaming", "tova", "h2o")
+_FIFO, _STREAMING, _TOVA, _H2O = range(len(RULES))
+
+
+@dataclass(frozen=True)
+class ClosedLoopRule:
+    """A compiled rule: ``kind`` (one of :data:`RULES`) and its ``window`` (StreamingLLM's sinks, H2O's recent part;
+    0 for the others), both as at the capacity the policy runs with."""
+
+    kind: str
+    window: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kind not in RULES:
+            raise ValueError(f"closed-loop rule {self.kind!r}: must be one of {RULES}")
+
+
+@_inlined
+def observed_row(scores, h0, rep, t, resident, n, top, weights, listed, exps):
+    """Row ``t`` over ``resident[:n]`` as the policy observes it: ``weights[j] = mean_h softmax_h(...)[j]`` over the
+    query heads ``h0 .. h0+rep-1`` (in float64, each head's maximum subtracted first, the mean taken as
+    ``sum_h e_hj / (rep * sum_i e_hi)``), and ``listed[:m]`` the indices ``j`` the policy is shown, ascending: all
+    ``n``, or with ``0 < top < n`` the ``top`` largest weights, among equal weights the smaller positions.  ``exps``:
+    scratch of ``n`` floats.  Returns ``m``."""
+    for j in range(n):
+        weights[j] = 0.0
+    for h in range(h0, h0 + rep):
+        row = scores[h, t]
+        high = -np.inf
+        for j in range(n):
+            s = np.float64(row[resident[j]])
+            if s > high:
+                high = s
+        total = 0.0
+        for j in range(n):
+            e = math.exp(np.float64(row[resident[j]]) - high)
+            exps[j] = e
+            total += e
+        scale = 1.0 / (rep * total)
+        for j in range(n):
+            weights[j] += exps[j] * scale
+    if top <= 0 or n <= top:
+        for j in range(n):
+            listed[j] = j
+        return n
+    order = np.argsort(-weights[:n], kind="mergesort")  # stable: equal weights stay in position order
+    chosen = np.sort(order[:top])
+    for j in range(top):
+        listed[j] = chosen[j]
+    return top
+
+
+@Kernel
+def observed_row_kernel(scores, t, items, top):
+    """:func:`observed_row` of a group's ``scores`` ``(rep, T, T)`` over ``items``: ``(listed items, weights)``."""
+    n = items.size
+    weights = np.empty(n, np.float64)
+    listed = np.empty(n, np.int64)
+    m = observed_row(scores, 0, scores.shape[0], t, items, n, top, weights, listed, np.empty(n, np.float64))
+    return items[listed[:m]], weights[listed[:m]]
+
+
+@_inlined
+def victim_index(rule, window, resident, n, score, t):
+    """The index in ``resident[:n]`` (ascending positions, ``t`` last) of the position the rule drops at step ``t``."""
+    if rule == _FIFO:
+        return 0
+    if rule == _STREAMING:
+        j = 0
+        while resident[j] < window:
+            j += 1
+        return j
+    best = 0
+    last = n - 1 if rule == _TOVA else n  # TOVA never drops the arriving token
+    for j in range(1, last):
+        if rule == _H2O and resident[j] > t - window:
+            break  # the recent part: never dropped
+        if score[resident[j]] < score[resident[best]]:
+            best = j
+    return best
+
+
+@Kernel
+def layer_schedule(scores, rep, capacity, top, rule, window, drops):
+    """Fill ``drops`` ``(G, T)`` with the schedule of every KV head ``g`` (query heads ``g*rep .. g*rep+rep-1`` of
+    ``scores``) under ``rule`` (module docstring).  ``score`` per position: TOVA's weight in the last observed row,
+    H2O's accumulated weight."""
+    G = drops.shape[0]
+    T = drops.shape[1]
+    resident = np.empty(capacity + 1, np.int64)
+    weights = np.empty(capacity + 1, np.float64)
+    listed = np.empty(capacity + 1, np.int64)
+    exps = np.empty(capacity + 1, np.float64)
+    score = np.zeros(T, np.float64)
+    for g in range(G):
+        n = 0
+        for t in range(T):
+            drops[g, t] = T
+            score[t] = 0.0
+            resident[n] = t
+            n += 1
+            if n > capacity:
+                j = victim_index(rule, window, resident, n, score, t)
+                drops[g, resident[j]] = t
+                for x in range(j, n - 1):
+                    resident[x] = resident[x + 1]
+                n -= 1
+            if rule == _TOVA or rule == _H2O:
+                m = observed_row(scores, g * rep, rep, t, resident, n, top, weights, listed, exps)
+                if rule == _TOVA:
+                    for j in range(n):
+                        score[resident[j]] = 0.0
+                for j in range(m):
+                    x = listed[j]
+                    if rule == _TOVA:
+                        score[resident[x]] = weights[x]
+                    else:
+                        score[resident[x]] += weights[x]
+    return drops
+
+
+def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int | None, rule: ClosedLoopRule,
+                      compiled: bool = True) -> np.ndarray:
+    """The drop vectors ``(kv_heads, T)`` of ``rule`` at ``capacity`` on a layer's ``scores`` ``(kv_heads * rep, T,
+    T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  ``compiled=False``
+    runs the plain-Python form of the kernel."""
+    scores = np.ascontiguousarray(scores, dtype=np.float32)
+    heads, T = scores.shape[0], scores.shape[1]
+    if heads % kv_heads or scores.shape[2] != T or capacity < 1:
+        raise ValueError(f"scores {scores.shape} for {kv_heads} KV heads at capacity {capacity}")
+    drops = np.empty((kv_heads, T), np.int64)
+    kernel = layer_schedule if compiled else layer_schedule.py_func
+    return kernel(scores, heads // kv_heads, int(capacity), 0 if top is None else int(top), RULES.index(rule.kind),
+                  int(rule.window), drops)
+
+
+# --------------------------------------------------------------------------------------------------------------------
+# Which policies the rules stand for
+# --------------------------------------------------------------------------------------------------------------------
+
+_POLICY_RULES: dict[type, tuple[Callable[[Any, int], ClosedLoopRule | None], dict[str, Any]]] = {}
+
+
+def register_rule(cls: type, rule: Callable[[Any, int], ClosedLoopRule | None]) -> None:
+    """Declare that instances of exactly ``cls`` at capacity ``k`` follow ``rule(instance, k)`` (None: these
+    parameters have no compiled form).  Called by the policy package for its built-in rules."""
+    _POLICY_RULES[cls] = (rule, behaviour_of(cls))
+
+
+def rule_for(policy: Any, capacity: int) -> ClosedLoopRule | None:
+    """The compiled rule that reproduces ``policy`` at ``capacity`` exactly, or None (module docstring)."""
+    entry = unaltered_entry(_POLICY_RULES, policy)
+    return None if entry is None else entry[0](policy, capacity)
