@@ -1,0 +1,146 @@
+"""The compiled closed loop (kvcore.closed_loop) equals the Python path of the quality study's closed loop.
+
+Reference = :func:`realtrace.quality.replay.run_head`: the registered policy object driven through
+:class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
+:class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
+rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA and H2O with
+drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m`` rows; the kernel's
+plain-Python form (``py_func``, what runs without numba) too.  The shared observation is checked against numpy's
+softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
+No model and no torch needed.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import policies
+from kvcore.closed_loop import ClosedLoopRule, closed_loop_drops, observed_row_kernel, rule_for
+from policies.tova import TOVA
+from realtrace.quality.replay import ClosedLoop
+
+
+@st.composite
+def policy_specs(draw):
+    """``(registered name, parameters)`` of a policy with a compiled rule, parameters drawn over their range."""
+    name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO"]))
+    if name == "H2O":
+        if draw(st.booleans()):
+            return name, {"recent_tokens": draw(st.integers(1, 12))}
+        return name, {"recent_fraction": draw(st.sampled_from([0.0, 0.1, 0.25, 0.5, 0.9, 1.0]))}
+    if name == "StreamingLLM":
+        return name, {"n_sinks": draw(st.integers(0, 6))}
+    return name, {}
+
+
+@st.composite
+def layers(draw):
+    """``(scores (kv_heads * rep, T, T) float32, kv_heads, capacity, top)``."""
+    kv_heads, rep, T = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(1, 40))
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    if draw(st.booleans()):
+        scores = rng.integers(-2, 3, size=(kv_heads * rep, T, T))  # coarse: many exactly equal weights
+    else:
+        scores = rng.normal(size=(kv_heads * rep, T, T)) * draw(st.sampled_from([0.1, 3.0, 40.0]))
+    capacity = draw(st.integers(1, T + 2))
+    top = draw(st.one_of(st.none(), st.integers(1, 6)))
+    return scores.astype(np.float32), kv_heads, capacity, top
+
+
+@given(spec=policy_specs(), layer=layers(), seed=st.integers(0, 3))
+def test_compiled_closed_loop_gives_the_python_paths_schedules(spec, layer, seed):
+    scores, kv_heads, k, top = layer
+    factory = policies.resolve(*spec)
+    fast = ClosedLoop(factory, k, seed=seed, top=top)
+    got = fast.layer_drops(2, kv_heads, scores)
+    slow = ClosedLoop(factory, k, seed=seed, top=top, compiled=False)
+    want = slow.layer_drops(2, kv_heads, scores)
+    assert (fast.compiled_layers, slow.compiled_layers) == (1, 0)
+    assert np.array_equal(got, want), f"{spec} k={k} top={top}"
+    rule = rule_for(factory(), k)
+    assert np.array_equal(closed_loop_drops(scores, kv_heads, k, top, rule, compiled=False), want)
+
+
+@given(layer=layers())
+def test_the_observation_is_the_softmax_over_the_resident_set(layer):
+    """Weights against numpy's softmax (float64) of a random resident set; the listed entries against a sorted
+    top-``m`` reference (largest weights, ties to the smaller position)."""
+    scores, _, _, top = layer
+    rep, T = scores.shape[0], scores.shape[1]
+    rng = np.random.default_rng(T)
+    t = T - 1
+    items = np.flatnonzero(rng.random(T) < 0.6)
+    items = np.union1d(items, [t]).astype(np.int64)
+    s = scores[:, t, items].astype(np.float64)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    want = (p / p.sum(axis=1, keepdims=True)).mean(axis=0)
+    listed, w = observed_row_kernel(scores, t, items, 0)
+    assert np.array_equal(listed, items)
+    np.testing.assert_allclose(w, want, rtol=1e-12, atol=1e-300)
+    m = top or 1
+    kept, wk = observed_row_kernel(scores, t, items, m)
+    chosen = sorted(sorted(range(items.size), key=lambda j: (-w[j], items[j]))[:m])
+    assert np.array_equal(kept, items[chosen]) and np.array_equal(wk, w[chosen])
+    # a row of equal scores: every weight ties, so the m smallest positions are the ones kept
+    flat = np.zeros_like(scores)
+    kept, wk = observed_row_kernel(flat, t, items, m)
+    assert np.array_equal(kept, items[:m]) and np.allclose(wk, 1.0 / items.size)
+
+
+class OldestFirstTOVA(TOVA):
+    """Not TOVA: drops the oldest older position, whatever the attention."""
+
+    def victim(self, t, protected):
+        return min(self.resident)
+
+
+def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
+    rng = np.random.default_rng(5)
+    kv_heads, T, k = 2, 30, 6
+    scores = rng.normal(size=(kv_heads * 3, T, T)).astype(np.float32) * 3
+    assert rule_for(policies.make("TOVA"), k) == ClosedLoopRule("tova")
+    assert rule_for(policies.make("H2O", recent_fraction=0.25), 8) == ClosedLoopRule("h2o", 2)
+    assert rule_for(policies.make("StreamingLLM", n_sinks=9), k) == ClosedLoopRule("streaming", k)
+    shadowed = policies.make("TOVA")
+    shadowed.victim = lambda t, protected: min(shadowed.resident)
+    factories = {"a subclass": OldestFirstTOVA, "an unregistered policy": policies.resolve("Default"),
+                 "a module:Class policy": policies.resolve("tests.test_closed_loop_kernel:OldestFirstTOVA"),
+                 "a shadowed method": lambda: shadowed, "a wrapper": policies.resolve("SinkPinned")}
+    for what, factory in factories.items():
+        assert rule_for(factory(), k) is None, what
+    tova = ClosedLoop(policies.resolve("TOVA"), k).layer_drops(0, kv_heads, scores)
+    for what, factory in [("a subclass", OldestFirstTOVA), ("Default", policies.resolve("Default", {"recent": 2}))]:
+        plan = ClosedLoop(factory, k)
+        got = plan.layer_drops(0, kv_heads, scores)
+        assert plan.compiled_layers == 0, what
+        assert np.array_equal(got, ClosedLoop(factory, k, compiled=False).layer_drops(0, kv_heads, scores)), what
+        assert not np.array_equal(got, tova), what  # the kernel's TOVA would have given these
+    # instances that do not all follow one rule: the Python path, head by head
+    made = iter([policies.make("TOVA"), policies.make("H2O")] * 2)
+    mixed = ClosedLoop(lambda: next(made), k)
+    mixed.layer_drops(0, kv_heads, scores)
+    assert mixed.compiled_layers == 0
+
+
+def test_a_bad_layer_shape_is_refused():
+    with pytest.raises(ValueError, match="KV heads"):
+        closed_loop_drops(np.zeros((4, 5, 5), np.float32), 3, 2, None, ClosedLoopRule("tova"))
+    with pytest.raises(ValueError, match="must be one of"):
+        ClosedLoopRule("lru")
+
+
+@pytest.mark.parametrize("name", ["TOVA", "H2O"])
+def test_on_top_rows_an_unlisted_position_gets_nothing(name):
+    """With ``top = 2`` most resident positions are not listed in a row: TOVA must score them 0 (not their weight
+    in an older row), H2O must add nothing to them.  Several long layers, where these cases decide victims."""
+    rng = np.random.default_rng(11)
+    scores = (rng.normal(size=(3 * 2, 120, 120)) * 2).astype(np.float32)
+    for k in (5, 9, 17):
+        factory = policies.resolve(name)
+        fast = ClosedLoop(factory, k, top=2)
+        assert np.array_equal(fast.layer_drops(0, 3, scores),
+                              ClosedLoop(factory, k, top=2, compiled=False).layer_drops(0, 3, scores))
+        assert fast.compiled_layers == 1
