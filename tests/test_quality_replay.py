@@ -249,6 +249,7 @@ def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, shor
     inside = PolicyInside(factory, k, seed=3, top=top)
     want = DropDecoder(lm.torch, H, rep, inside.decide, inside.observe).run(lm, short_ids)
     plan, got = closed_loop_pass(lm, short_ids, factory, k, top=top)
+    assert plan.compiled_layers == L
     for layer in range(L):
         for g in range(H):
             assert np.array_equal(plan.drops[layer][g], drop_from_evictions(inside.evictions[(layer, g)], T))
@@ -272,6 +273,7 @@ def test_closed_loop_tova_and_h2o_equal_a_real_decode_of_their_rule(lm, short_id
     assert len(wanted) == L * H and all((d < T).sum() == T - k for d in wanted.values())
     factory = policies.resolve(name)
     plan, _ = closed_loop_pass(lm, short_ids, factory, k)
+    assert plan.compiled_layers == L  # the compiled closed loop (kvcore.closed_loop) ran every layer
     differ = [(layer, g) for layer in range(L) for g in range(H) if not np.array_equal(plan.drops[layer][g],
                                                                                          wanted[(layer, g)])]
     assert differ == []  # (the logits of one schedule both ways: test_masking_equals_dropping_from_the_cache)

@@ -1,5 +1,6 @@
 """``python -m realtrace.quality.bench [--tokens N] [--budget K] [--repeats R] [--threads N] [--json]``: the cost of
-a masked replay pass against a plain forward pass of the same model on the same tokens, measured in one run.
+a masked replay pass and of a closed-loop pass against a plain forward pass of the same model on the same tokens,
+measured in one run.
 
 Issue 20 asks for a masked teacher-forced pass over 2k tokens with all 30 layers to cost at most 4x a plain forward
 pass.  Timed here, each the median of ``--repeats`` runs (after one warm-up run of each, so that allocator and
@@ -11,7 +12,15 @@ kernel start-up costs are not charged to whichever runs first):
 * ``masked`` -- :func:`realtrace.quality.replay.replay` with an open-loop schedule that drops something on every
   layer and KV head: a sinks-plus-window schedule of ``--budget`` positions (4 sinks, the rest the most recent
   tokens, drops ``drop[i] = i + K - 4`` for ``i >= 4``), so every head takes the masked path and also records its
-  attention-output error and displaced mass.  A schedule's content does not change the cost: the mask is dense.
+  attention-output error and displaced mass.  A schedule's content does not change the cost: the mask is dense;
+* ``closed H2O, compiled`` -- the same pass with H2O at ``--budget`` in closed loop
+  (:class:`realtrace.quality.replay.ClosedLoop`): every layer also computes all scaled products and runs H2O for all
+  KV heads in the compiled kernel of :mod:`kvcore.closed_loop` (issue 30's goal: at most 3x the plain pass);
+* ``closed H2O, Python`` -- the same with ``compiled=False``: one H2O object per layer and KV head through the
+  checked engine, as every policy without a compiled rule runs.  Timed once, after the compiled runs (so nothing is
+  compiled inside it); its schedule must equal the compiled one (checked, reported as ``same_schedule``).
+
+Issue 20 set the masked pass's goal, issue 30 the closed loop's.
 
 The tokens are the built-in prompt ``needle-N-d50`` (:mod:`realtrace.quality.prompts`) with ``N = --tokens``.  The
 ratio, not the seconds, is what carries across machines and load; the machine's load average is printed with it.
@@ -45,8 +54,9 @@ def window_schedule(layers: int, heads: int, T: int, budget: int) -> np.ndarray:
     return np.broadcast_to(drop, (layers, heads, T)).copy()
 
 
-def _median_seconds(fn, repeats: int) -> float:
-    fn()  # warm-up
+def _median_seconds(fn, repeats: int, warm_up: bool = True) -> float:
+    if warm_up:
+        fn()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -57,8 +67,10 @@ def _median_seconds(fn, repeats: int) -> float:
 
 def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: int = 1, say=None) -> dict:
     """The timings and ratios of the module docstring, as a dict."""
+    from policies import resolve
+
     from ..model import load_model
-    from .replay import OpenLoop, replay
+    from .replay import ClosedLoop, OpenLoop, replay
     from .run import tokenize_prompts
 
     say = say or (lambda msg: None)
@@ -76,6 +88,21 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     out["masked_s"] = _median_seconds(lambda: replay(lm, ids, plan, L, H), repeats)
     out["ratio_vs_sdpa"] = out["masked_s"] / out["plain_sdpa_s"]
     out["ratio_vs_eager"] = out["masked_s"] / out["plain_eager_s"]
+    closed = {}
+
+    def closed_pass(compiled: bool):
+        loop = closed[compiled] = ClosedLoop(resolve("H2O"), budget, compiled=compiled)
+        replay(lm, ids, loop, L, H)
+
+    say("closed-loop H2O, compiled ...")
+    out["closed_compiled_s"] = _median_seconds(lambda: closed_pass(True), repeats)
+    say("closed-loop H2O, Python (one run) ...")
+    out["closed_python_s"] = _median_seconds(lambda: closed_pass(False), 1, warm_up=False)
+    out["closed_ratio_vs_sdpa"] = out["closed_compiled_s"] / out["plain_sdpa_s"]
+    out["closed_python_ratio_vs_sdpa"] = out["closed_python_s"] / out["plain_sdpa_s"]
+    out["closed_speedup"] = out["closed_python_s"] / out["closed_compiled_s"]
+    out["same_schedule"] = all(np.array_equal(closed[True].drops[layer], closed[False].drops[layer])
+                               for layer in range(L))
     out["load_average"] = list(os.getloadavg())
     return out
 
@@ -101,14 +128,20 @@ def run(args: argparse.Namespace) -> int:
             f"  plain forward, eager  {res['plain_eager_s']:8.3f} s\n"
             f"  masked replay, K={res['budget']:<5d}{res['masked_s']:8.3f} s   "
             f"{res['ratio_vs_sdpa']:.2f}x sdpa, {res['ratio_vs_eager']:.2f}x eager (goal <= 4x)\n"
+            f"  closed H2O, compiled  {res['closed_compiled_s']:8.3f} s   {res['closed_ratio_vs_sdpa']:.2f}x sdpa "
+            f"(goal <= 3x)\n"
+            f"  closed H2O, Python    {res['closed_python_s']:8.3f} s   "
+            f"{res['closed_python_ratio_vs_sdpa']:.2f}x sdpa; "
+            f"compiled {res['closed_speedup']:.1f}x faster, same schedule: {res['same_schedule']}\n"
             f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 
 
 COMMAND = Command(prog="python -m realtrace.quality.bench", description=(
-    "Time a masked replay pass (every layer and KV head under a sinks-plus-window schedule) against the model's "
-    "plain forward pass on the same tokens, in one run; prints the ratio (issue 20's goal: at most 4x). Needs the "
-    "[real] extra."), add_arguments=add_arguments, run=run)
+    "Time a masked replay pass (every layer and KV head under a sinks-plus-window schedule) and a closed-loop H2O "
+    "pass (compiled, and through the Python engine) against the model's plain forward pass on the same tokens, in "
+    "one run; prints the ratios (goals: masked at most 4x, closed loop at most 3x). Needs the [real] extra."),
+    add_arguments=add_arguments, run=run)
 
 
 if __name__ == "__main__":
