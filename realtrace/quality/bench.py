@@ -19,6 +19,8 @@ kernel start-up costs are not charged to whichever runs first):
 * ``closed H2O, Python`` -- the same with ``compiled=False``: one H2O object per layer and KV head through the
   checked engine, as every policy without a compiled rule runs.  Timed once, after the compiled runs (so nothing is
   compiled inside it); its schedule must equal the compiled one (checked, reported as ``same_schedule``).
+  ``H2O decisions alone``: the time both spend in :meth:`~realtrace.quality.replay.ClosedLoop.layer_drops` (the
+  policy's decisions for all KV heads, given the layer's scaled products), in the same runs.
 
 Issue 20 set the masked pass's goal, issue 30 the closed loop's.
 
@@ -88,10 +90,20 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     out["masked_s"] = _median_seconds(lambda: replay(lm, ids, plan, L, H), repeats)
     out["ratio_vs_sdpa"] = out["masked_s"] / out["plain_sdpa_s"]
     out["ratio_vs_eager"] = out["masked_s"] / out["plain_eager_s"]
-    closed = {}
+    closed, policy_s = {}, {True: [], False: []}
 
     def closed_pass(compiled: bool):
         loop = closed[compiled] = ClosedLoop(resolve("H2O"), budget, compiled=compiled)
+        decide = loop.layer_drops
+
+        def timed_layer(*args):  # the policy's share of the pass: its decisions for all KV heads of a layer
+            t0 = time.perf_counter()
+            drops = decide(*args)
+            policy_s[compiled][-1] += time.perf_counter() - t0
+            return drops
+
+        loop.layer_drops = timed_layer
+        policy_s[compiled].append(0.0)
         replay(lm, ids, loop, L, H)
 
     say("closed-loop H2O, compiled ...")
@@ -101,6 +113,9 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     out["closed_ratio_vs_sdpa"] = out["closed_compiled_s"] / out["plain_sdpa_s"]
     out["closed_python_ratio_vs_sdpa"] = out["closed_python_s"] / out["plain_sdpa_s"]
     out["closed_speedup"] = out["closed_python_s"] / out["closed_compiled_s"]
+    out["policy_compiled_s"] = statistics.median(policy_s[True][1:])
+    out["policy_python_s"] = policy_s[False][0]
+    out["policy_speedup"] = out["policy_python_s"] / out["policy_compiled_s"]
     out["same_schedule"] = all(np.array_equal(closed[True].drops[layer], closed[False].drops[layer])
                                for layer in range(L))
     out["load_average"] = list(os.getloadavg())
@@ -110,7 +125,7 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--tokens", type=whole_number(128), default=2000, help="length of the pass (default 2000)")
     ap.add_argument("--budget", type=whole_number(SINKS + 1), default=128,
-                    help="positions kept per layer and KV head by the masked schedule (default 128)")
+                    help="positions kept per layer and KV head by the masked schedule and by H2O (default 128)")
     ap.add_argument("--repeats", type=whole_number(1), default=3, help="timed runs of each pass (default 3)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads (default 1)")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
@@ -133,6 +148,8 @@ def run(args: argparse.Namespace) -> int:
             f"  closed H2O, Python    {res['closed_python_s']:8.3f} s   "
             f"{res['closed_python_ratio_vs_sdpa']:.2f}x sdpa; "
             f"compiled {res['closed_speedup']:.1f}x faster, same schedule: {res['same_schedule']}\n"
+            f"  H2O decisions alone   {res['policy_compiled_s']:8.3f} s compiled, {res['policy_python_s']:.3f} s "
+            f"Python: {res['policy_speedup']:.1f}x\n"
             f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 
