@@ -62,7 +62,7 @@ class ClosedLoopRule:
 def observed_row(scores, h0, rep, t, resident, n, top, weights, listed, exps):
     """Row ``t`` over ``resident[:n]`` as the policy observes it: ``weights[j] = mean_h softmax_h(...)[j]`` over the
     query heads ``h0 .. h0+rep-1`` (in float64, each head's maximum subtracted first, the mean taken as
-    ``sum_h e_hj / (rep * sum_i e_hi)``), and ``listed[:m]`` the indices ``j`` the policy is shown, ascending: all
+    ``sum_h e_hj * (1 / (rep sum_i e_hi))``), and ``listed[:m]`` the indices ``j`` the policy is shown, ascending: all
     ``n``, or with ``0 < top < n`` the ``top`` largest weights, among equal weights the smaller positions.  ``exps``:
     scratch of ``n`` floats.  Returns ``m``."""
     for j in range(n):
