@@ -1,0 +1,240 @@
+"""The coupled side of the quality command (issue 31): the coupled lazy schedule, the coupled optimum's schedule,
+the threshold allocation, and ``OPT:static`` / ``OPT:coupled`` on a reference of random rows (no model).
+
+Every property is checked against an independent reference: :func:`lazy_drop` for one cache, the flow's own cost
+and :func:`kvcore.optima.coupled.brute_coupled` for the coupled schedule, :func:`greedy_allocation` for the
+threshold allocation, the per-head optimum (``OPT``) for the static one."""
+
+from __future__ import annotations
+
+import math
+from fractions import Fraction
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from kvcore.measure import schedule_regret
+from kvcore.optima import nm_opt
+from kvcore.optima.allocation import (RegretCurve, allocation_regret, greedy_allocation, threshold_allocation,
+                                      uniform_allocation)
+from kvcore.optima.coupled import brute_coupled, coupled_nm_opt, coupled_schedule
+from kvcore.traces import AttentionTrace
+from realtrace.quality.schedule import (ScheduleError, coupled_lazy_drop, evictions_from_drop, lazy_drop,
+                                        resident_counts, resident_mask)
+
+
+def random_rows(rng: np.random.Generator, T: int) -> np.ndarray:
+    """``(T, T)`` causal rows, each a softmax of random scores (sparse-ish: Dirichlet 0.3)."""
+    a = np.zeros((T, T))
+    for t in range(T):
+        a[t, :t + 1] = rng.dirichlet(np.full(t + 1, 0.3))
+    return a
+
+
+def as_trace(a: np.ndarray, source: str = "rows") -> AttentionTrace:
+    T = a.shape[0]
+    idx = [np.arange(t + 1) for t in range(T)]
+    return AttentionTrace(np.concatenate([[0], np.cumsum([t + 1 for t in range(T)])]), np.concatenate(idx),
+                          np.concatenate([a[t, :t + 1] for t in range(T)]), np.zeros(T), source)
+
+
+def cost(a: np.ndarray, drop: np.ndarray) -> float:
+    """Eq. 4 on dense rows: the mass of every position outside the resident set, summed over steps."""
+    T = a.shape[0]
+    return float(np.where(~resident_mask(drop) & np.tri(T, dtype=bool), a, 0.0).sum())
+
+
+@st.composite
+def coupled_schedules(draw):
+    """``(drops (N, T), budget)``: any N valid drop vectors and a shared budget at least their peak total."""
+    n, T = draw(st.integers(1, 4)), draw(st.integers(1, 9))
+    drops = np.array([[draw(st.integers(i, T)) for i in range(T)] for _ in range(n)], dtype=np.int64)
+    peak = int(sum(resident_counts(d) for d in drops).max())
+    return drops, draw(st.integers(max(peak, 1), max(peak, 1) + 2 * n))
+
+
+@given(coupled_schedules(), st.integers(0, 2**32 - 1))
+def test_coupled_lazy_fills_the_shared_budget_and_keeps_a_superset(case, seed):
+    """The lazy sets hold min(N (t + 1), B) positions in total at every step (so never more than B), contain every
+    given set (the docstring's induction), drop nothing earlier, and so cost at most the given schedule on any rows,
+    cache by cache."""
+    drops, budget = case
+    n, T = drops.shape
+    lazy = coupled_lazy_drop(drops, budget)
+    total = sum(resident_counts(d) for d in lazy)
+    assert np.array_equal(total, np.minimum(n * (np.arange(T) + 1), budget))
+    rng = np.random.default_rng(seed)
+    for given_drop, lazy_drop_h in zip(drops, lazy):
+        assert not (resident_mask(given_drop) & ~resident_mask(lazy_drop_h)).any()
+        assert (lazy_drop_h >= given_drop).all()
+        a = random_rows(rng, T)
+        assert cost(a, lazy_drop_h) <= cost(a, given_drop) + 1e-12
+
+
+@given(st.integers(1, 10).flatmap(lambda T: st.lists(st.integers(0, T), min_size=T, max_size=T)), st.integers(0, 2))
+def test_one_cache_is_lazy_drop(raw, extra):
+    """For one cache the shared budget is that cache's: the coupled lazy form is :func:`lazy_drop`, tie rule
+    included."""
+    drop = np.maximum(np.array(raw, dtype=np.int64), np.arange(len(raw)))
+    k = int(resident_counts(drop).max(initial=0)) + extra
+    if k >= 1:
+        assert np.array_equal(coupled_lazy_drop(drop[None], k)[0], lazy_drop(drop, k))
+
+
+def test_coupled_lazy_refuses_a_schedule_over_the_shared_budget():
+    drops = np.array([[3, 3, 3], [3, 3, 3]])  # 2, 4, 6 resident in total
+    with pytest.raises(ScheduleError, match="6 positions resident in total at step 2, more than the shared budget 5"):
+        coupled_lazy_drop(drops, 5)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_the_coupled_schedule_is_the_flow_optimum_and_its_lazy_form_too(seed):
+    """The coupled flow's schedule holds at most B in total, costs exactly the certified optimum (which equals the
+    brute-force optimum over joint resident sets on 5 steps), and its coupled lazy form costs the same."""
+    rng = np.random.default_rng(seed)
+    T, budget = 5, int(rng.integers(1, 6))
+    rows = [random_rows(rng, T) for _ in range(2)]
+    traces = [as_trace(a, f"h{h}") for h, a in enumerate(rows)]
+    drops, res = coupled_schedule(traces, budget)
+    assert res.regret == pytest.approx(coupled_nm_opt(traces, budget).regret, abs=1e-12)
+    assert res.regret == pytest.approx(brute_coupled(traces, budget), abs=1e-12)
+    assert sum(resident_counts(d) for d in drops).max() <= budget
+    assert sum(cost(a, d) for a, d in zip(rows, drops)) == pytest.approx(res.regret, abs=1e-12)
+    lazy = coupled_lazy_drop(drops, budget)
+    assert sum(cost(a, d) for a, d in zip(rows, lazy)) == pytest.approx(res.regret, abs=1e-12)
+
+
+@st.composite
+def convex_curves(draw):
+    """Curves OPT(0..L) with non-increasing integer decreases (ties likely), a budget and the slot limit L."""
+    n, L = draw(st.integers(1, 6)), draw(st.integers(1, 12))
+    curves = []
+    for _ in range(n):
+        d = sorted(draw(st.lists(st.integers(0, 4), min_size=L, max_size=L)), reverse=True)
+        vals = [Fraction(sum(d))]
+        for x in d:
+            vals.append(vals[-1] - x)
+        curves.append(lambda k, v=vals: v[min(k, len(v) - 1)])
+    return curves, draw(st.integers(0, n * L)), L, draw(st.integers(0, 8))
+
+
+@given(convex_curves())
+def test_threshold_allocation_collects_what_greedy_collects(case):
+    """On convex curves the threshold allocation spends exactly the budget within the limit and reaches greedy's
+    (exact) summed regret, whatever the number of bisection rounds."""
+    curves, total, limit, rounds = case
+    k = threshold_allocation(curves, total, limit, rounds)
+    assert sum(k) == total and max(k) <= limit and min(k) >= 0
+    assert allocation_regret(curves, k) == allocation_regret(curves, greedy_allocation(curves, total, limit))
+
+
+class RowsReference:
+    """A stand-in for :class:`realtrace.quality.run._Reference` with random complete rows (torch tensors, as the
+    model's), enough for the optima of :mod:`realtrace.quality.optima`."""
+
+    def __init__(self, torch, L: int, H: int, T: int, seed: int):
+        rng = np.random.default_rng(seed)
+        self.L, self.H, self.T = L, H, T
+        # skewed heads: some concentrate on few positions, others spread (the allocation has something to move)
+        self._rows = [[torch.from_numpy(random_rows(rng, T)) for _ in range(H)] for _ in range(L)]
+
+    def rows(self, layer: int, g: int):
+        return self._rows[layer][g]
+
+    def trace(self, layer: int, g: int, top: int | None):
+        from realtrace.quality.exact import rows_trace
+
+        return rows_trace(self.rows(layer, g), top, f"L{layer} kv{g}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_static_and_coupled_optima_at_equal_total_memory(seed):
+    """``OPT``, ``OPT:static`` and ``OPT:coupled`` on complete rows: each is exact (gap 0 up to rounding), the static
+    one spends B = K L H slots as the greedy allocation does and never exceeds a trace's slots, the coupled one holds
+    min(L H (t + 1), B) in total; and dynamic <= static <= uniform, each strict here for some seed."""
+    torch = pytest.importorskip("torch")
+    from realtrace.quality.exact import charge
+    from realtrace.quality.optima import opt_schedule
+
+    L, H, T, K = 2, 2, 10, 3
+    ref = RowsReference(torch, L, H, T, seed)
+    B = K * L * H
+    out = {name: opt_schedule(ref, name, K, None) for name in ("OPT", "OPT:static", "OPT:coupled")}
+    regret = {name: sum(float(charge(ref.rows(l, g), d[l, g]).sum()) for l in range(L) for g in range(H))
+              for name, (d, _) in out.items()}
+    for name, (_, gap) in out.items():
+        assert abs(gap.sum()) < 1e-9, name
+    curves = [RegretCurve(ref.trace(l, g, None)) for l in range(L) for g in range(H)]
+    greedy = greedy_allocation(curves, B, limit=T)
+    assert regret["OPT:static"] == pytest.approx(float(allocation_regret(curves, greedy)), abs=1e-9)
+    assert regret["OPT"] == pytest.approx(float(allocation_regret(curves, uniform_allocation(L * H, B))), abs=1e-9)
+    static = out["OPT:static"][0].reshape(L * H, T)
+    assert sum(resident_counts(d) for d in static).max() <= B
+    coupled = out["OPT:coupled"][0].reshape(L * H, T)
+    assert np.array_equal(sum(resident_counts(d) for d in coupled), np.minimum(L * H * (np.arange(T) + 1), B))
+    exact = coupled_nm_opt([ref.trace(l, g, None) for l in range(L) for g in range(H)], B).regret
+    assert regret["OPT:coupled"] == pytest.approx(exact, abs=1e-9)
+    assert regret["OPT:coupled"] <= regret["OPT:static"] + 1e-9 <= regret["OPT"] + 2e-9
+
+
+def test_static_and_coupled_optima_on_truncated_rows_report_a_valid_bound():
+    """With ``opt_top`` the summed gap is the complete-row cost minus the optimum of the truncated rows: >= 0, and
+    cost - gap (the truncated optimum) is at most the exact optimum of the complete rows."""
+    torch = pytest.importorskip("torch")
+    from realtrace.quality.exact import charge
+    from realtrace.quality.optima import opt_schedule
+
+    L, H, T, K = 2, 2, 10, 3
+    ref = RowsReference(torch, L, H, T, 7)
+    exact = {"OPT:static": float(allocation_regret([RegretCurve(ref.trace(l, g, None)) for l in range(L)
+                                                    for g in range(H)],
+                                                   greedy_allocation([RegretCurve(ref.trace(l, g, None))
+                                                                      for l in range(L) for g in range(H)],
+                                                                     K * L * H, limit=T))),
+             "OPT:coupled": coupled_nm_opt([ref.trace(l, g, None) for l in range(L) for g in range(H)],
+                                           K * L * H).regret}
+    for name, best in exact.items():
+        drops, gap = opt_schedule(ref, name, K, 2)
+        total = sum(float(charge(ref.rows(l, g), drops[l, g]).sum()) for l in range(L) for g in range(H))
+        assert gap.sum() >= -1e-12, name
+        assert total - gap.sum() <= best + 1e-9 <= total + 2e-9, name
+
+
+def test_a_trace_given_no_slot_drops_everything_on_arrival():
+    """Two traces of 8 steps, B = 2 (K = 1): trace 0 puts half of each row on position 0 and half on the newest, so
+    its second slot removes 3.5; trace 1 spreads each row evenly, so its first slot removes only H_8 = 2.72.  The
+    exact static split gives trace 0 both slots and trace 1 none: trace 1 drops every position on arrival and loses
+    all its mass (8), trace 0 nothing."""
+    torch = pytest.importorskip("torch")
+    from realtrace.quality.exact import charge
+    from realtrace.quality.optima import static_optimum
+
+    class Two(RowsReference):
+        def __init__(self):
+            self.L, self.H, self.T = 1, 2, 8
+            sink_self = 0.5 * (np.eye(8) + np.eye(8)[[0] * 8])
+            sink_self[0, 0] = 1.0
+            spread = np.tril(np.ones((8, 8))) / np.arange(1, 9)[:, None]
+            self._rows = [[torch.from_numpy(sink_self), torch.from_numpy(spread)]]
+
+    ref = Two()
+    assert np.allclose(ref.rows(0, 0).numpy().sum(axis=1), 1.0)
+    drops, gap = static_optimum(ref, 1, None)
+    assert np.array_equal(drops[0, 1], np.arange(8))
+    assert float(charge(ref.rows(0, 1), drops[0, 1]).sum()) == pytest.approx(8.0)
+    assert float(charge(ref.rows(0, 0), drops[0, 0]).sum()) == pytest.approx(0.0, abs=1e-12)
+    assert math.isclose(gap.sum(), 0.0, abs_tol=1e-12)
+
+
+def test_evictions_of_the_coupled_schedule_charge_what_the_flow_says():
+    """The drop vectors of :func:`coupled_schedule` as eviction lists, charged by the engine's measure, give the
+    flow's per-head regret."""
+    rng = np.random.default_rng(3)
+    rows = [random_rows(rng, 8) for _ in range(3)]
+    traces = [as_trace(a, f"h{h}") for h, a in enumerate(rows)]
+    drops, res = coupled_schedule(traces, 7)
+    for tr, d, want in zip(traces, drops, res.per_head):
+        assert schedule_regret(tr, evictions_from_drop(d)).sum() == pytest.approx(want, abs=1e-12)
+    assert res.regret <= sum(nm_opt(tr, k).cost for tr, k in zip(traces, uniform_allocation(3, 7))) + 1e-12
