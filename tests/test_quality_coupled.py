@@ -238,3 +238,36 @@ def test_evictions_of_the_coupled_schedule_charge_what_the_flow_says():
     for tr, d, want in zip(traces, drops, res.per_head):
         assert schedule_regret(tr, evictions_from_drop(d)).sum() == pytest.approx(want, abs=1e-12)
     assert res.regret <= sum(nm_opt(tr, k).cost for tr, k in zip(traces, uniform_allocation(3, 7))) + 1e-12
+
+
+def test_the_coupled_bench_command_line():
+    """``python -m bench.coupled_2k``: --help lists every option; a bad prompt or budget is one line, exit 2, before
+    the model loads."""
+    from tests.command_line import run_module
+
+    code, out, _ = run_module("bench.coupled_2k", "--help", timeout=120)
+    assert code == 0
+    for opt in ("--prompt", "--budget", "--opt-top", "--static", "--threads", "--json"):
+        assert opt in out
+    for args, needle in ((("--prompt", "nope"), "prompt 'nope': not a built-in quality prompt"),
+                         (("--budget", "0"), "--budget: 0 is below 1")):
+        code, out, err = run_module("bench.coupled_2k", *args, timeout=120)
+        assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.slow
+def test_the_coupled_bench_runs_on_a_short_prompt():
+    """The measurement itself on needle-400-d10 (top 4 entries per row, K = 16): the coupled optimum is certified
+    and, sharing the same total memory, loses at most what the 90 per-head optima at K lose together."""
+    pytest.importorskip("torch")
+    import json
+
+    from tests.command_line import run_module
+
+    code, out, err = run_module("bench.coupled_2k", "--prompt", "needle-400-d10", "--budget", "16", "--opt-top", "4",
+                                "--static", "--json", timeout=1800)
+    assert code == 0, err[-2000:]
+    res = json.loads(out)
+    assert res["traces"] == 90 and res["total_budget"] == 16 * 90 and res["coupled"]["certified"]
+    assert res["coupled"]["regret"] <= res["static_allocation"]["regret"] + 1e-9
+    assert res["static_allocation"]["regret"] <= res["per_head_opt"]["regret"] + 1e-9
