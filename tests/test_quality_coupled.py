@@ -271,3 +271,21 @@ def test_the_coupled_bench_runs_on_a_short_prompt():
     assert res["traces"] == 90 and res["total_budget"] == 16 * 90 and res["coupled"]["certified"]
     assert res["coupled"]["regret"] <= res["static_allocation"]["regret"] + 1e-9
     assert res["static_allocation"]["regret"] <= res["per_head_opt"]["regret"] + 1e-9
+
+
+def test_an_empty_resident_set_displaces_everything():
+    """The masked pass on a step whose resident set is empty (the coupled optimum may starve a trace): the output
+    is 0, so the relative error is 1, and the displaced mass is 1 -- not ``1 - exp(-L)`` from the kernel's log-sum-exp
+    0 on a fully masked row.  A step with a resident set keeps its exact displaced mass."""
+    torch = pytest.importorskip("torch")
+    from realtrace.quality.replay import MaskedPass, OpenLoop
+
+    gen = torch.Generator().manual_seed(0)
+    q, k, v = (torch.randn(1, n, 4, 8, generator=gen) * 3 for n in (3, 1, 1))
+    drops = np.array([[[1, 2, 2, 4]]])  # step 2: positions 0..2 gone; step 3: position 3 alone resident
+    pass_ = MaskedPass(torch, OpenLoop(drops), 1, 1, 4)
+    pass_.attend(0, q, k, v, 0.35)
+    assert pass_.record.error[0, 0, 2] == pytest.approx(1.0, abs=1e-6)
+    assert pass_.record.displaced[0, 0, 2] == pytest.approx(1.0, abs=1e-6)
+    a = torch.softmax(q[0, :, 3] @ k[0, 0].T * 0.35, dim=-1)  # (3 query heads, 4 keys): step 3 keeps key 3 only
+    assert pass_.record.displaced[0, 0, 3] == pytest.approx(float(a[:, :3].sum(dim=1).mean()), abs=1e-5)
