@@ -289,3 +289,37 @@ def test_an_empty_resident_set_displaces_everything():
     assert pass_.record.displaced[0, 0, 2] == pytest.approx(1.0, abs=1e-6)
     a = torch.softmax(q[0, :, 3] @ k[0, 0].T * 0.35, dim=-1)  # (3 query heads, 4 keys): step 3 keeps key 3 only
     assert pass_.record.displaced[0, 0, 3] == pytest.approx(float(a[:, :3].sum(dim=1).mean()), abs=1e-5)
+
+
+def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsys):
+    """``paper_check quality OPT:coupled`` and ``OPT:static`` (the command line, in this process so the model loads
+    once) on one short prompt at K = 6, complete rows: both are exact (gap 0), hold at most B = 6 x 90 positions in
+    total (the coupled one exactly min(90 (t + 1), B) at its peak, B), may hold more than K in one trace, and order
+    as dynamic <= static <= uniform in summed regret."""
+    for mod in ("torch", "transformers", "gguf"):
+        pytest.importorskip(mod, reason="the quality replay needs the [real] extra")
+    import importlib.util
+    import json
+
+    from realtrace.model import MODEL_PACKAGE
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        pytest.skip("model wheel not installed")
+    from paper_check.cli import main
+    from realtrace.quality.run import worker_model
+
+    worker_model(1)
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": "The secret word is apple. Repeat the secret word.\nThe secret "
+                                                     "word is", "answer": " apple"}) + "\n")
+    runs = {}
+    for name in ("OPT:coupled", "opt:static"):
+        assert main(["quality", name, "--budget", "6", "--prompts-file", str(path), "--workers", "0", "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        runs.update({r["config"]: r for r in res["runs"] if r["kind"] == "opt"})
+    assert set(runs) == {"OPT", "OPT:static", "OPT:coupled"}
+    B = 6 * 90
+    for name, r in runs.items():
+        assert r["max_resident_total"] <= B and abs(r["total"]["opt_gap"]) < 1e-9, name
+    assert runs["OPT"]["max_resident"] == 6 and runs["OPT:coupled"]["max_resident_total"] == B
+    s = {n: r["total"]["regret_sum"] for n, r in runs.items()}
+    assert s["OPT:coupled"] <= s["OPT:static"] + 1e-9 <= s["OPT"] + 2e-9
