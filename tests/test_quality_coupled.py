@@ -241,17 +241,17 @@ def test_evictions_of_the_coupled_schedule_charge_what_the_flow_says():
 
 
 def test_the_coupled_bench_command_line():
-    """``python -m bench.coupled_2k``: --help lists every option; a bad prompt or budget is one line, exit 2, before
+    """``python -m realtrace.quality.bench_coupled``: --help lists every option; a bad prompt or budget is one line, exit 2, before
     the model loads."""
     from tests.command_line import run_module
 
-    code, out, _ = run_module("bench.coupled_2k", "--help", timeout=120)
+    code, out, _ = run_module("realtrace.quality.bench_coupled", "--help", timeout=120)
     assert code == 0
     for opt in ("--prompt", "--budget", "--opt-top", "--static", "--threads", "--json"):
         assert opt in out
     for args, needle in ((("--prompt", "nope"), "prompt 'nope': not a built-in quality prompt"),
                          (("--budget", "0"), "--budget: 0 is below 1")):
-        code, out, err = run_module("bench.coupled_2k", *args, timeout=120)
+        code, out, err = run_module("realtrace.quality.bench_coupled", *args, timeout=120)
         assert code == 2 and needle in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
 
 
@@ -264,7 +264,7 @@ def test_the_coupled_bench_runs_on_a_short_prompt():
 
     from tests.command_line import run_module
 
-    code, out, err = run_module("bench.coupled_2k", "--prompt", "needle-400-d10", "--budget", "16", "--opt-top", "4",
+    code, out, err = run_module("realtrace.quality.bench_coupled", "--prompt", "needle-400-d10", "--budget", "16", "--opt-top", "4",
                                 "--static", "--json", timeout=1800)
     assert code == 0, err[-2000:]
     res = json.loads(out)

@@ -24,10 +24,10 @@ SUBCOMMANDS = {
     "figures": set(),
     "bench": set(),
     "bench.fuzz_power": set(),
-    "bench.coupled_2k": set(),
     "tests.test_figure_layout": set(),
     "realtrace.quality": set(),
     "realtrace.quality.bench": set(),
+    "realtrace.quality.bench_coupled": set(),
 }
 SKIPPED = {"pip", "pytest"}
 

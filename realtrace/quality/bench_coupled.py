@@ -1,6 +1,7 @@
-"""``python -m bench.coupled_2k [--prompt NAME] [--budget K] [--opt-top M] [--static] [--json]``: the dynamic coupled
-optimum over every layer and KV head of one prompt (issue 31's acceptance figure: all 90 traces of SmolLM2-135M, a
-2,000-token prompt, on this 2-core machine), against the per-head optimum ``OPT`` on the same traces, in one run.
+"""``python -m realtrace.quality.bench_coupled [--prompt NAME] [--budget K] [--opt-top M] [--static] [--json]``:
+the dynamic coupled optimum over every layer and KV head of one prompt (issue 31's acceptance figure: all 90
+traces of SmolLM2-135M, a 2,000-token prompt, on this 2-core machine), against the per-head optimum ``OPT`` on the
+same traces, in one run.
 
 The prompt's full-cache pass gives the complete attention rows of the ``L x H`` traces
 (:class:`realtrace.quality.run._Reference`); each is cut to its top ``M`` entries per row with the exact residual
@@ -45,11 +46,11 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
     from kvcore.optima import nm_opt
     from kvcore.optima.allocation import RegretCurve, threshold_allocation
     from kvcore.optima.coupled import coupled_schedule
-    from realtrace.model import load_model
-    from realtrace.quality.prompts import parse_name
-    from realtrace.quality.inputs import check_budgets, tokenize_prompts
-    from realtrace.quality.run import _Reference
-    from realtrace.quality.schedule import coupled_lazy_drop
+    from ..model import load_model
+    from .inputs import check_budgets, tokenize_prompts
+    from .prompts import parse_name
+    from .run import _Reference
+    from .schedule import coupled_lazy_drop
 
     say = say or (lambda msg: None)
     parse_name(prompt)  # a bad name is one line, before the model loads
@@ -125,7 +126,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMAND = Command(prog="python -m bench.coupled_2k", description=(
+COMMAND = Command(prog="python -m realtrace.quality.bench_coupled", description=(
     "Time the dynamic coupled optimum over every layer and KV head of one prompt (one min-cost flow, B = K x layers "
     "x KV heads shared slots) against the per-head optimum at K on the same traces, in one run. Needs the [real] "
     "extra."), add_arguments=add_arguments, run=run)
