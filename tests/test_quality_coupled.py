@@ -200,6 +200,12 @@ def test_static_and_coupled_optima_on_truncated_rows_report_a_valid_bound():
         total = sum(float(charge(ref.rows(l, g), drops[l, g]).sum()) for l in range(L) for g in range(H))
         assert gap.sum() >= -1e-12, name
         assert total - gap.sum() <= best + 1e-9 <= total + 2e-9, name
+        counts = np.stack([resident_counts(d) for d in drops.reshape(L * H, T)])
+        if name == "OPT:coupled":  # lazy: the truncated optimum drops unstored positions early, its lazy form not
+            assert np.array_equal(counts.sum(axis=0), np.minimum(L * H * (np.arange(T) + 1), K * L * H))
+        else:  # each trace lazy at its own share; the shares spend B
+            assert counts[:, -1].sum() == K * L * H
+            assert all(np.array_equal(c, np.minimum(np.arange(T) + 1, c[-1])) for c in counts)
 
 
 def test_a_trace_given_no_slot_drops_everything_on_arrival():
