@@ -72,10 +72,12 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
     say(f"baseline: {L * H} per-trace optima at K = {budget} ...")
     per_head, cpu, wall = _clock(lambda: [nm_opt(tr, budget).cost for tr in traces])
     out["per_head_opt"] = {"cpu": cpu, "wall": wall, "regret": math.fsum(per_head)}
+    say(f"  {cpu} s CPU ({wall} s wall)")
     say(f"coupled: one flow over {L * H} traces, B = {B}, {entries:,} entries ...")
     (drops, res), cpu, wall = _clock(lambda: coupled_schedule(traces, B))
     out["coupled"] = {"cpu": cpu, "wall": wall, "regret": res.regret, "solver": res.solver,
                       "certified": res.certified, "gap_bound": res.gap_bound}
+    say(f"  {cpu} s CPU ({wall} s wall)")
     _, cpu, wall = _clock(lambda: coupled_lazy_drop(drops, B))
     out["coupled_lazy"] = {"cpu": cpu, "wall": wall}
     out["coupled_vs_per_head_cpu"] = out["coupled"]["cpu"] / out["per_head_opt"]["cpu"]
