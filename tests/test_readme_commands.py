@@ -27,6 +27,7 @@ SUBCOMMANDS = {
     "tests.test_figure_layout": set(),
     "realtrace.quality": set(),
     "realtrace.quality.bench": set(),
+    "realtrace.quality.bench_coupled": set(),
 }
 SKIPPED = {"pip", "pytest"}
 

@@ -53,17 +53,33 @@ def coupled_curve(traces: Sequence[AttentionTrace], budgets: Sequence[int], warm
     """The coupled optimum at each budget (increasing), one certified flow per budget on one shared network."""
     e = entries_of(list(traces))
     residual = math.fsum(float(tr.residual.sum()) for tr in traces)
-    out = []
-    for p in optimum_curve(e, budgets, warm=warm):
-        per_head = [math.fsum(e.weight[p.lost & (e.head == h)].tolist()) for h in range(len(traces))]
-        out.append(CoupledResult(p.capacity, math.fsum(e.weight[p.lost].tolist()), exact_mass(e.exact[p.lost], e.unit),
-                                 per_head, p.solver, p.gap_bound, residual))
-    return out
+    return [_result(e, p, len(traces), residual) for p in optimum_curve(e, budgets, warm=warm)]
+
+
+def _result(e, p, n_heads: int, residual: float) -> CoupledResult:
+    per_head = [math.fsum(e.weight[p.lost & (e.head == h)].tolist()) for h in range(n_heads)]
+    return CoupledResult(p.capacity, math.fsum(e.weight[p.lost].tolist()), exact_mass(e.exact[p.lost], e.unit),
+                         per_head, p.solver, p.gap_bound, residual)
 
 
 def coupled_nm_opt(traces: Sequence[AttentionTrace], budget: int) -> CoupledResult:
     """The dynamic coupled optimum of ``traces`` with ``budget`` shared slots (module docstring)."""
     return coupled_curve(traces, [budget])[0]
+
+
+def coupled_schedule(traces: Sequence[AttentionTrace], budget: int) -> tuple[np.ndarray, CoupledResult]:
+    """``(drops, result)``: the dynamic coupled optimum at ``budget`` (:func:`coupled_nm_opt`) with its schedule,
+    ``drops[h, i]`` the step at which head ``h`` drops token ``i`` -- one after its last retained entry, on arrival
+    (``i``) when none is retained, as :func:`kvcore.optima.nm_flow.nm_opt` reads its flow.  A unit holds one of the
+    ``budget`` line units from arrival through its exit, so ``sum_h |R_{h,t}| <= budget`` at every step."""
+    e = entries_of(list(traces))
+    (p,) = optimum_curve(e, [budget])
+    T = e.T
+    drops = np.tile(np.arange(T, dtype=np.int64), (len(traces), 1))
+    kept = ~p.lost
+    token = e.arrival[e.item[kept]]
+    np.maximum.at(drops, (e.head[kept], token), e.step[kept] + 1)
+    return drops, _result(e, p, len(traces), math.fsum(float(tr.residual.sum()) for tr in traces))
 
 
 def brute_coupled(traces: Sequence[AttentionTrace], budget: int) -> float:

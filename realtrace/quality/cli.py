@@ -24,6 +24,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, parse_param, whole_number
 
 from ..model import MODEL_EXACT
+from .optima import OPT, VARIANTS
 from .prompts import DEFAULT, FAMILIES
 
 DEFAULT_BUDGETS = (32, 64, 128, 256)
@@ -33,10 +34,12 @@ DEFAULT_OUT = "quality_report"
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("name", nargs="?", default=None,
                     help="a registered NM policy or module:Class (closed loop by default), press:NAME (a bridged "
-                         "kvpress prefill press), OPT (the exact NM optimum) or file:PATH (a saved schedule)")
+                         "kvpress prefill press), OPT (the exact NM optimum; variants: "
+                         f"{', '.join(v for v in VARIANTS if v != OPT)}) or file:PATH (a saved schedule)")
     ap.add_argument("--all", action="store_true",
                     help="every registered NM policy, every bridged prefill press and OPT; writes --out")
-    ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head")
+    ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head (OPT:static and OPT:coupled share the "
+                                                        "same total, K x layers x KV heads, unevenly)")
     ap.add_argument("--budgets", type=comma_list(whole_number(1)), default=None,
                     help=f"several budgets (default with --all: {','.join(map(str, DEFAULT_BUDGETS))})")
     ap.add_argument("--prompts", type=comma_list(str), default=None,

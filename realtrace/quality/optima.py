@@ -25,7 +25,61 @@ def mass_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarr
             np.array([[cost - lower for _, lower, cost in row] for row in solved]))
 
 
-VARIANTS = {OPT: mass_optimum}
+def _traces(ref, opt_top: int | None) -> list:
+    """Every layer's and KV head's trace, layer-major (index ``layer * H + g``), complete or cut to ``opt_top``."""
+    return [ref.trace(layer, g, opt_top) for layer in range(ref.L) for g in range(ref.H)]
+
+
+def static_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``OPT:static``: the total memory of ``OPT`` at ``k``, ``B = k L H`` slots, split once over the ``L H`` traces
+    of the prompt by the exact static allocation (paper §8, §11: ``sum_h k_h = B`` minimizing ``sum_h OPT_h(k_h)``,
+    :func:`kvcore.optima.allocation.threshold_allocation` on the certified regret curves, exact as the curves are
+    convex), then each trace's lazy exact optimum at its own ``k_h`` (:func:`realtrace.quality.exact.lazy_optimum`);
+    a trace given no slot drops every position on arrival.  With ``opt_top`` the curves, the split and each optimum
+    are those of the truncated rows; the gap per trace is its complete-row cost minus its truncated optimum, and the
+    summed truncated optimum lower-bounds the complete-row static optimum (every curve only falls under truncation)."""
+    from kvcore.optima.allocation import RegretCurve, threshold_allocation
+
+    from .exact import charge, lazy_optimum
+
+    curves = [RegretCurve(tr) for tr in _traces(ref, opt_top)]
+    slots = threshold_allocation(curves, k * ref.L * ref.H, limit=ref.T)
+    drops = np.empty((ref.L, ref.H, ref.T), dtype=np.int64)
+    gap = np.empty((ref.L, ref.H))
+    for layer in range(ref.L):
+        for g in range(ref.H):
+            rows, k_h = ref.rows(layer, g), slots[layer * ref.H + g]
+            if k_h == 0:
+                drops[layer, g] = np.arange(ref.T)
+                lower = cost = float(charge(rows, drops[layer, g]).sum())
+            else:
+                drops[layer, g], lower, cost = lazy_optimum(rows, k_h, opt_top)
+            gap[layer, g] = cost - lower
+    return drops, gap
+
+
+def coupled_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``OPT:coupled``: the dynamic coupled optimum (paper §8, §11) at the total memory of ``OPT`` at ``k``: one
+    budget of ``B = k L H`` slots shared by every layer and KV head at every step, ``sum_h |R_{h,t}| <= B``, one
+    certified min-cost flow over the ``L H`` traces (:func:`kvcore.optima.coupled.coupled_schedule`), made lazy in
+    the coupled sense (:func:`realtrace.quality.schedule.coupled_lazy_drop`: ``min(L H (t + 1), B)`` resident in
+    total, a superset of the solved sets, so its cost is at most the solved one's on any rows).  The gap per trace
+    is its complete-row cost minus its share of the solved optimum; only the sum is a bound (the complete-row cost
+    minus the optimum of the rows solved on, complete or cut to ``opt_top``: that optimum lower-bounds the exact
+    one); a single trace's share may exceed its lazy cost."""
+    from kvcore.optima.coupled import coupled_schedule
+
+    from .exact import charge
+    from .schedule import coupled_lazy_drop
+
+    solved, res = coupled_schedule(_traces(ref, opt_top), k * ref.L * ref.H)
+    drops = coupled_lazy_drop(solved, k * ref.L * ref.H).reshape(ref.L, ref.H, ref.T)
+    cost = np.array([[charge(ref.rows(layer, g), drops[layer, g]).sum() for g in range(ref.H)]
+                     for layer in range(ref.L)])
+    return drops, cost - np.asarray(res.per_head).reshape(ref.L, ref.H)
+
+
+VARIANTS = {OPT: mass_optimum, "OPT:static": static_optimum, "OPT:coupled": coupled_optimum}
 
 
 def variant_name(text: str) -> str | None:
@@ -38,4 +92,4 @@ def opt_schedule(ref, name: str, k: int, opt_top: int | None) -> tuple[np.ndarra
     return VARIANTS[name](ref, k, opt_top)
 
 
-__all__ = ["OPT", "VARIANTS", "mass_optimum", "opt_schedule", "variant_name"]
+__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optimum", "opt_schedule", "static_optimum", "variant_name"]

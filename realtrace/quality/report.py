@@ -45,14 +45,16 @@ def _rows(top) -> str:
 def _row(run: dict) -> list[str]:
     t, g = run["total"], run["groups"]
     acc = "-" if t["accuracy"] is None else f"{t['right']}/{t['counted']}"
-    return ([run["config"], "-" if run["budget"] is None else str(run["budget"]), str(run["max_resident"])]
+    total = run.get("max_resident_total")
+    return ([run["config"], "-" if run["budget"] is None else str(run["budget"]),
+             str(run["max_resident"]) + ("" if total is None else f" / {total}")]
             + [_f(g[x]["regret_stream"]) for x in GROUPS if x in g] + [_f(t["regret_stream"]), _f(t["opt_gap"], 6)]
             + [_f(g[x]["error_stream"]) for x in GROUPS if x in g] + [_f(t["error_stream"]), _f(t["displaced_stream"])]
             + [_f(t["kl_stream"]), _f(t["top1_stream"], 3), _f(t["regret_answer"]), _f(t["error_answer"]),
                _f(t["kl_answer"]), _f(t["dnll_answer"], 3), acc])
 
 
-HEADER = (["config", "K", "peak"] + [f"regret {g}" for g in GROUPS] + ["regret", "OPT gap"]
+HEADER = (["config", "K", "peak (trace / all)"] + [f"regret {g}" for g in GROUPS] + ["regret", "OPT gap"]
           + [f"error {g}" for g in GROUPS] + ["error", "displaced", "KL", "top-1", "regret (ans)", "error (ans)",
                                               "KL (ans)", "dNLL (ans)", "accuracy"])
 
@@ -88,7 +90,9 @@ def markdown(res: dict) -> str:
               "paper's Section 9 surrogate linearises); displaced = the full-cache attention on evicted keys in that "
               "run; KL = KL(full || evicted) of the next-token distribution; top-1 = share of rows whose argmax "
               "agrees; stream = rows after the budget binds, ans = rows predicting the answer; peak = the largest "
-              "cache the schedule holds (a prefill press keeps K prompt positions plus the answer); accuracy = "
+              "cache one layer and KV head holds (a prefill press keeps K prompt positions plus the answer), and the "
+              "most positions all of them hold together at one step (OPT:static and OPT:coupled share K x layers x "
+              "KV heads unevenly); accuracy = "
               "right answers among the prompts the full cache answers right.", "",
               f"![quality versus budget]({STEM}.png)", ""]
     return "\n".join(lines)

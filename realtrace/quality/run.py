@@ -14,7 +14,9 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
      ``opt_top`` solved on the top ``opt_top`` entries per row instead, its distance from the optimum bounded and
-     reported (``opt_gap``);
+     reported (``opt_gap``); ``OPT:static`` and ``OPT:coupled`` spend the same total memory ``K x layers x KV
+     heads`` split once by the exact static allocation, or shared by all traces at every step (the dynamic coupled
+     optimum; :mod:`realtrace.quality.optima`);
    * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
      head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`, observing the complete row the model
      computes over its resident set, or its ``top`` largest entries), or open loop (``kvcore.engine.run_nm`` on
@@ -31,6 +33,12 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
 
 * ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
   (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
+* ``max_resident`` / ``max_resident_total`` -- the largest cache of any one layer and KV head, and the largest
+  number of positions held by all of them together at one step (``OPT:static`` and ``OPT:coupled`` spend the
+  total ``K x layers x KV heads`` of ``OPT`` at ``K`` unevenly: one trace may hold more than ``K``);
+* ``regret_sum`` -- the regret summed over every layer, KV head and step (all rows, not only the stream), and for
+  an optimum ``opt_lower``, the optimum of the rows it was solved on summed likewise (``regret_sum`` minus the
+  summed gap): a lower bound of the exact optimum of that kind, so the optima compare at equal total memory;
 * ``opt_gap`` (the optimum only) -- its complete-row cost minus the optimum of the rows it was solved on, per step
   (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
   from the exact optimum with ``opt_top``;
@@ -292,10 +300,12 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
     regret = _charged(ref, drops)
     a0 = n_prompt - 1
+    counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
-           "max_resident": int(max(resident_counts(d).max() for d in drops.reshape(-1, T))),
+           "max_resident": int(counts.max()), "max_resident_total": int(counts.sum(axis=0).max()),
            "right": answer_right(argmax[a0:], ref.targets[a0:]),
-           "opt_gap": None if gap is None else float(gap.mean() / T)}
+           "opt_gap": None if gap is None else float(gap.mean() / T),
+           "regret_sum": float(regret.sum()), "opt_lower": None if gap is None else float(regret.sum() - gap.sum())}
     for scope, r0 in (("stream", k), ("answer", a0)):
         for name, per_step in (("regret", regret), ("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
@@ -341,6 +351,7 @@ def run_task(task: dict) -> dict:
 
 SCOPES = ("stream", "answer")
 SCALARS = tuple(f"{q}_{s}" for s in SCOPES for q in ("kl", "dnll", "top1"))
+SUMS = ("regret_sum", "opt_lower")  # per prompt, summed over every layer, KV head and step (optima: the lower bound)
 LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "error", "displaced"))
 
 
@@ -366,6 +377,7 @@ def aggregate(results: list[dict], layer_groups) -> dict:
         total.update({q: _mean(run[q] for _, run in items) for q in SCALARS})
         total["nll_answer"] = _mean(p["nll_answer_full"] + run["dnll_answer"] for p, run in items)
         total["opt_gap"] = _mean(run["opt_gap"] for _, run in items)
+        total.update({q: _mean(run.get(q) for _, run in items) for q in SUMS})
         right = [p["name"] for p, run in items if p["name"] in counted and run["right"]]
         total.update(accuracy=len(right) / len(counted) if counted else None, right=len(right), counted=len(counted))
         groups = {g: {q: float(layers[q][list(rng)].mean()) for q in LAYERED}
@@ -373,10 +385,11 @@ def aggregate(results: list[dict], layer_groups) -> dict:
         runs.append({
             "config": name, "kind": first["kind"], "mode": first["mode"], "budget": k,
             "max_resident": max(run["max_resident"] for _, run in items),
+            "max_resident_total": max(run.get("max_resident_total", 0) for _, run in items),
             "total": total, "groups": groups,
             "layers": {q: layers[q].mean(axis=1).tolist() for q in LAYERED},
             "prompts": {p["name"]: {**{q: float(np.mean(run[q])) for q in LAYERED},
-                                    **{q: run[q] for q in SCALARS}, "right": bool(run["right"])}
+                                    **{q: run[q] for q in SCALARS + SUMS if q in run}, "right": bool(run["right"])}
                         for p, run in items},
         })
     return {"prompts": prompts, "excluded": [p["name"] for p in prompts if not p["full_cache_right"]],
@@ -388,10 +401,11 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
     zero = {q: 0.0 for q in LAYERED}
     counted = sum(p["full_cache_right"] for p in prompts)
     total = {**zero, **{q: 1.0 if q.startswith("top1") else 0.0 for q in SCALARS}, "opt_gap": None,
+             "regret_sum": 0.0, "opt_lower": None,
              "nll_answer": _mean(p["nll_answer_full"] for p in prompts),
              "accuracy": 1.0 if counted else None, "right": counted, "counted": counted}
     return {"config": FULL, "kind": "full", "mode": "open", "budget": None,
-            "max_resident": max(p["tokens"] for p in prompts), "total": total,
+            "max_resident": max(p["tokens"] for p in prompts), "max_resident_total": None, "total": total,
             "groups": {g: dict(zero) for g, _ in layer_groups}, "layers": {}, "prompts": {}}
 
 

@@ -177,6 +177,50 @@ def lazy_drop(drop: np.ndarray, capacity: int) -> np.ndarray:
     return out
 
 
+def coupled_lazy_drop(drops: np.ndarray, budget: int) -> np.ndarray:
+    """The lazy form of a coupled NM schedule: ``N`` caches (rows of ``drops``, shape ``(N, T)``; every layer and KV
+    head of a model) that together hold at most ``budget`` positions at every step, ``sum_h |S_{h,t}| <= budget``
+    (the dynamic coupled optimum, :mod:`kvcore.optima.coupled`).  Nothing leaves while the shared memory has room;
+    once it is full exactly as many leave as arrive, so the lazy sets hold ``min(N (t + 1), budget)`` positions in
+    total at step ``t`` -- :func:`lazy_drop`'s rule with one shared budget in place of one per cache.
+
+    Step ``t``: token ``t`` joins every cache; if ``m`` positions are now resident in total, ``m - budget > 0`` of them
+    leave, those the given schedule dropped earliest (ties: the lower cache, then the lower position).  Superset
+    argument, by induction on ``t``: assume ``S_{h,t-1} ⊆ Z_{h,t-1}`` (the lazy sets) for every cache ``h``.  The
+    candidates ``C_{h,t} = Z_{h,t-1} ∪ {t}`` then contain ``S_{h,t} ⊆ S_{h,t-1} ∪ {t}`` (no refetch).  A candidate
+    outside ``S_{h,t}`` has given drop step ``<= t`` (it arrived by ``t`` and is not resident at ``t``); one inside
+    has drop step ``> t``.  At least ``m - sum_h |S_{h,t}| >= m - budget`` candidates lie outside the given sets, so
+    the ``m - budget`` earliest-dropped are all outside them and ``S_{h,t} ⊆ Z_{h,t}`` for every ``h``.  Eq. 4 charges
+    each cache only for positions outside its resident set, so on any attention rows the lazy schedule's cost is at
+    most the given one's, cache by cache: a lazy form of the coupled optimum is a coupled optimum.  Each position
+    leaves no earlier than the given schedule drops it; for ``N = 1`` this is :func:`lazy_drop`."""
+    import heapq
+
+    drops = np.asarray(drops)
+    if drops.ndim != 2:
+        raise ScheduleError(f"coupled_lazy_drop: drops must be (caches, T), got shape {drops.shape}")
+    drops = np.stack([check_drop(d, f"coupled_lazy_drop, cache {h}") for h, d in enumerate(drops)]) if drops.size \
+        else drops.astype(np.int64)
+    N, T = drops.shape
+    if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or budget < 1:
+        raise ScheduleError(f"budget = {budget!r}: must be an integer >= 1")
+    total = sum(resident_counts(d) for d in drops) if N else np.zeros(T, np.int64)
+    over = np.flatnonzero(total > budget)
+    if over.size:
+        t = int(over[0])
+        raise ScheduleError(f"coupled_lazy_drop: {int(total[t])} positions resident in total at step {t}, more than "
+                            f"the shared budget {budget}")
+    out = np.full((N, T), T, dtype=np.int64)
+    resident: list[tuple[int, int, int]] = []  # (given drop step, cache, position)
+    for t in range(T):
+        for h in range(N):
+            heapq.heappush(resident, (int(drops[h, t]), h, t))
+        while len(resident) > budget:
+            _, h, i = heapq.heappop(resident)
+            out[h, i] = t
+    return out
+
+
 def full_cache(layers: int, heads: int, T: int) -> np.ndarray:
     """The schedule that drops nothing: ``drop = T`` everywhere, shape ``(layers, heads, T)``."""
     return np.full((layers, heads, T), _steps(T), dtype=np.int64)
@@ -239,6 +283,6 @@ def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Seque
                 check_capacity(drops[layer, g], capacity, f"{path}:{key} layer {layer} KV head {g}")
 
 
-__all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "drop_from_evictions", "drop_from_keep",
+__all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "coupled_lazy_drop", "drop_from_evictions", "drop_from_keep",
            "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "read_schedule_file", "check_schedule_file", "resident_counts",
            "resident_mask", "resident_sets"]
