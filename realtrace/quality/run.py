@@ -279,8 +279,8 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
         if plan is not None:
             drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
         error, displaced = pass_.record.error, pass_.record.displaced
-        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b,
-                                             ref.targets[a:a + b.shape[0]])
+    if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
+        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b, ref.targets[a:a + b.shape[0]])
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
