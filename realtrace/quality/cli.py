@@ -5,11 +5,14 @@
     python -m realtrace.quality OPT --budget 128 --prompts needle-400-d10,kv-24-12
     python -m realtrace.quality file:steps/TOVA_K128.npz --budget 128
     python -m realtrace.quality --all [--budgets 32,64,128,256] [--out quality_report] [--workers N | --scheduler ADDR]
+    python -m realtrace.quality TOVA --budget 128 --no-opt [--cache-dir DIR | --no-cache]
 
 A single configuration prints its values per layer group and in total beside the exact optimum's and the full
 cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
 registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
-(:mod:`realtrace.quality.report`).  Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
+(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference is
+read from, or written to, the on-disk cache (:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
+Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
 presses); without them, and for any bad input, one line and exit status 2 (:mod:`kvcore.command`).
 """
 

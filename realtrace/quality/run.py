@@ -9,7 +9,10 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
 2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
    the full-cache queries, keys and values every later pass resumes from, and from which the complete attention row
    of every layer, KV head and step is computed when needed (:mod:`realtrace.quality.exact`);
-3. per configuration and budget ``K``, one replay:
+   (1 and 2 come from the on-disk cache when it holds them, :mod:`realtrace.quality.cache`: the choices of 1 per
+   press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
+   from those hidden states);
+3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``):
 
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
