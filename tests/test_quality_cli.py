@@ -159,3 +159,11 @@ def test_a_configured_policy_is_reported_with_its_parameters():
     assert [c.name for c in parse_config("Default", "both", {"recent": 8})] == ["Default(recent=8)",
                                                                                 "Default(recent=8) (open loop)"]
     assert parse_config("H2O")[0].name == "H2O"
+
+
+def test_all_without_the_optimum_lists_no_optimum():
+    """``--all --no-opt``: the sweep's configurations without OPT (with it by default)."""
+    from realtrace.quality.run import all_configs
+
+    assert [c.name for c in all_configs("closed", ["TOVA", "H2O"], [])] == ["TOVA", "H2O", "OPT"]
+    assert [c.name for c in all_configs("closed", ["TOVA", "H2O"], [], opt=False)] == ["TOVA", "H2O"]
