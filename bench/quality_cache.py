@@ -9,8 +9,10 @@ Three runs of ``python -m paper_check quality NAME --budget K --prompts P --work
 ``warm``    the same command again: the reference read back;
 ``no-opt``  the same command with ``--no-opt``, warm: neither the optimum's solve nor its replay.
 
-Each is timed from outside (interpreter start, imports, the model load included: what a user waits for).  Printed:
-the wall seconds, ``warm / cold`` and ``no-opt / warm``, the reference status each run reports, whether the warm run's
+Each is timed from outside (interpreter start, imports, the model load included: what a user waits for), in wall
+seconds and in CPU seconds (the child's user + system time, ``RUSAGE_CHILDREN``: on a shared, loaded machine the wall
+time mostly measures the other jobs, the CPU time much less).  Printed: both, ``warm / cold`` and ``no-opt / warm``
+of each, the reference status each run reports, whether the warm run's
 result equals the cold one's and the ``--no-opt`` run's configuration the same configuration with the optimum, and the
 size of the cache entries per prompt token.  The ratios, not the seconds, carry across machines and load; the load
 average is printed with them.  This module imports nothing of the toolkit beyond its command runner: the runs are
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -35,16 +38,22 @@ from kvcore.numbers import comma_list, whole_number
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def quality_run(args: list[str]) -> tuple[float, dict]:
-    """``python -m paper_check quality ARGS --json``: wall seconds and the JSON result (a failure is one line)."""
-    t0 = time.perf_counter()
+def cpu_of_children() -> float:
+    use = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return use.ru_utime + use.ru_stime
+
+
+def quality_run(args: list[str]) -> tuple[float, float, dict]:
+    """``python -m paper_check quality ARGS --json``: wall and CPU seconds and the JSON result (a failure is one
+    line)."""
+    t0, c0 = time.perf_counter(), cpu_of_children()
     p = subprocess.run([sys.executable, "-m", "paper_check", "quality", *args, "--json"], capture_output=True,
                        text=True, cwd=ROOT)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_of_children() - c0
     if p.returncode != 0:
         last = (p.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise KVToolkitError(f"quality {' '.join(args)}: exit {p.returncode}: {last}")
-    return wall, json.loads(p.stdout)
+    return wall, cpu, json.loads(p.stdout)
 
 
 def comparable(res: dict, config: str | None = None) -> dict:
@@ -64,7 +73,7 @@ def measure(config: str, budget: int, prompts: list[str], threads: int, say=None
         results = {}
         for phase, extra in (("cold", []), ("warm", []), ("no-opt", ["--no-opt"])):
             say(f"{phase} ...")
-            out[f"{phase}_s"], results[phase] = quality_run(common + extra)
+            out[f"{phase}_s"], out[f"{phase}_cpu_s"], results[phase] = quality_run(common + extra)
             out[f"{phase}_reference"] = [p["cache"]["reference"] for p in results[phase]["prompts"]]
         entries = sorted(Path(tmp).glob("*.npz"))
         tokens = sum(p["tokens"] for p in results["cold"]["prompts"])
@@ -72,8 +81,9 @@ def measure(config: str, budget: int, prompts: list[str], threads: int, say=None
         out["entry_bytes"] = sum(e.stat().st_size for e in entries)
     out["tokens"] = tokens
     out["bytes_per_token"] = out["entry_bytes"] / tokens
-    out["warm_over_cold"] = out["warm_s"] / out["cold_s"]
-    out["no_opt_over_warm"] = out["no-opt_s"] / out["warm_s"]
+    for unit in ("s", "cpu_s"):
+        out[f"warm_over_cold_{unit}"] = out[f"warm_{unit}"] / out[f"cold_{unit}"]
+        out[f"no_opt_over_warm_{unit}"] = out[f"no-opt_{unit}"] / out[f"warm_{unit}"]
     out["warm_equals_cold"] = comparable(results["warm"]) == comparable(results["cold"])
     name = results["no-opt"]["runs"][0]["config"]
     out["no_opt_equals_with_opt"] = comparable(results["no-opt"], name) == comparable(results["warm"], name)
@@ -96,12 +106,16 @@ def run(args: argparse.Namespace) -> int:
         sys.stdout.write(json.dumps(res, indent=1) + "\n")
         return 0
     sys.stdout.write(
-        f"{res['command']}\n{res['tokens']} tokens, wall seconds per run (model load included):\n"
-        f"  cold    {res['cold_s']:8.1f} s   reference {', '.join(res['cold_reference'])}\n"
-        f"  warm    {res['warm_s']:8.1f} s   reference {', '.join(res['warm_reference'])}   "
-        f"warm / cold {res['warm_over_cold']:.2f}   result equal: {res['warm_equals_cold']}\n"
-        f"  no-opt  {res['no-opt_s']:8.1f} s   reference {', '.join(res['no-opt_reference'])}   "
-        f"no-opt / warm {res['no_opt_over_warm']:.2f}   {res['config']} equal: {res['no_opt_equals_with_opt']}\n"
+        f"{res['command']}\n{res['tokens']} tokens, seconds per run (model load included), wall and CPU:\n"
+        f"  cold    {res['cold_s']:8.1f} s {res['cold_cpu_s']:8.1f} s CPU   reference "
+        f"{', '.join(res['cold_reference'])}\n"
+        f"  warm    {res['warm_s']:8.1f} s {res['warm_cpu_s']:8.1f} s CPU   reference "
+        f"{', '.join(res['warm_reference'])}"
+        f"   warm / cold {res['warm_over_cold_s']:.2f} wall, {res['warm_over_cold_cpu_s']:.2f} CPU   result equal: "
+        f"{res['warm_equals_cold']}\n"
+        f"  no-opt  {res['no-opt_s']:8.1f} s {res['no-opt_cpu_s']:8.1f} s CPU   reference "
+        f"{', '.join(res['no-opt_reference'])}   no-opt / warm {res['no_opt_over_warm_s']:.2f} wall, "
+        f"{res['no_opt_over_warm_cpu_s']:.2f} CPU   {res['config']} equal: {res['no_opt_equals_with_opt']}\n"
         f"  cache: {res['entries']} entries, {res['entry_bytes'] / 1e6:.1f} MB, {res['bytes_per_token']:,.0f} bytes "
         f"per token\n  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
