@@ -9,6 +9,9 @@ Three runs of ``python -m paper_check quality NAME --budget K --prompts P --work
 ``warm``    the same command again: the reference read back;
 ``no-opt``  the same command with ``--no-opt``, warm: neither the optimum's solve nor its replay.
 
+With ``--no-opt`` every run goes without the optimum and only ``cold`` and ``warm`` run (the reference's share of a
+run, on long prompts and with presses, without the optimum's solve beside it).
+
 Each is timed from outside (interpreter start, imports, the model load included: what a user waits for), in wall
 seconds and in CPU seconds (the child's user + system time, ``RUSAGE_CHILDREN``: on a shared, loaded machine the wall
 time mostly measures the other jobs, the CPU time much less).  Printed: both, ``warm / cold`` and ``no-opt / warm``
@@ -62,16 +65,17 @@ def comparable(res: dict, config: str | None = None) -> dict:
     return {"prompts": [{k: v for k, v in p.items() if k != "cache"} for p in res["prompts"]], "runs": runs}
 
 
-def measure(config: str, budget: int, prompts: list[str], threads: int, say=None) -> dict:
+def measure(config: str, budget: int, prompts: list[str], threads: int, no_opt: bool = False, say=None) -> dict:
     """The three runs of the module docstring, their ratios and checks, as a dict."""
     say = say or (lambda msg: None)
     with tempfile.TemporaryDirectory(prefix="quality_cache_") as tmp:
         common = [config, "--budget", str(budget), "--prompts", ",".join(prompts), "--workers", "1", "--threads",
-                  str(threads), "--cache-dir", tmp]
-        out: dict = {"command": "python -m paper_check quality " + " ".join(common[:-1]) + " DIR --json",
+                  str(threads), "--cache-dir", tmp] + (["--no-opt"] if no_opt else [])
+        out: dict = {"command": "python -m paper_check quality " + " ".join(common).replace(tmp, "DIR") + " --json",
                      "config": config, "budget": budget, "prompts": prompts, "threads": threads}
         results = {}
-        for phase, extra in (("cold", []), ("warm", []), ("no-opt", ["--no-opt"])):
+        phases = (("cold", []), ("warm", [])) + (() if no_opt else (("no-opt", ["--no-opt"]),))
+        for phase, extra in phases:
             say(f"{phase} ...")
             out[f"{phase}_s"], out[f"{phase}_cpu_s"], results[phase] = quality_run(common + extra)
             out[f"{phase}_reference"] = [p["cache"]["reference"] for p in results[phase]["prompts"]]
@@ -83,10 +87,12 @@ def measure(config: str, budget: int, prompts: list[str], threads: int, say=None
     out["bytes_per_token"] = out["entry_bytes"] / tokens
     for unit in ("s", "cpu_s"):
         out[f"warm_over_cold_{unit}"] = out[f"warm_{unit}"] / out[f"cold_{unit}"]
-        out[f"no_opt_over_warm_{unit}"] = out[f"no-opt_{unit}"] / out[f"warm_{unit}"]
+        if not no_opt:
+            out[f"no_opt_over_warm_{unit}"] = out[f"no-opt_{unit}"] / out[f"warm_{unit}"]
     out["warm_equals_cold"] = comparable(results["warm"]) == comparable(results["cold"])
-    name = results["no-opt"]["runs"][0]["config"]
-    out["no_opt_equals_with_opt"] = comparable(results["no-opt"], name) == comparable(results["warm"], name)
+    if not no_opt:
+        name = results["no-opt"]["runs"][0]["config"]
+        out["no_opt_equals_with_opt"] = comparable(results["no-opt"], name) == comparable(results["warm"], name)
     out["load_average"] = list(os.getloadavg())
     return out
 
@@ -97,11 +103,13 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--prompts", type=comma_list(str), default=["needle-400-d10"],
                     help="built-in prompts (default needle-400-d10)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads (default 1)")
+    ap.add_argument("--no-opt", action="store_true", help="every run without the optimum; only cold and warm")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
 
 
 def run(args: argparse.Namespace) -> int:
-    res = measure(args.config, args.budget, args.prompts, args.threads, say=lambda msg: sys.stderr.write(msg + "\n"))
+    res = measure(args.config, args.budget, args.prompts, args.threads, args.no_opt,
+                  say=lambda msg: sys.stderr.write(msg + "\n"))
     if args.json:
         sys.stdout.write(json.dumps(res, indent=1) + "\n")
         return 0
@@ -113,10 +121,11 @@ def run(args: argparse.Namespace) -> int:
         f"{', '.join(res['warm_reference'])}"
         f"   warm / cold {res['warm_over_cold_s']:.2f} wall, {res['warm_over_cold_cpu_s']:.2f} CPU   result equal: "
         f"{res['warm_equals_cold']}\n"
-        f"  no-opt  {res['no-opt_s']:8.1f} s {res['no-opt_cpu_s']:8.1f} s CPU   reference "
-        f"{', '.join(res['no-opt_reference'])}   no-opt / warm {res['no_opt_over_warm_s']:.2f} wall, "
-        f"{res['no_opt_over_warm_cpu_s']:.2f} CPU   {res['config']} equal: {res['no_opt_equals_with_opt']}\n"
-        f"  cache: {res['entries']} entries, {res['entry_bytes'] / 1e6:.1f} MB, {res['bytes_per_token']:,.0f} bytes "
+        + ("" if args.no_opt else
+           f"  no-opt  {res['no-opt_s']:8.1f} s {res['no-opt_cpu_s']:8.1f} s CPU   reference "
+           f"{', '.join(res['no-opt_reference'])}   no-opt / warm {res['no_opt_over_warm_s']:.2f} wall, "
+           f"{res['no_opt_over_warm_cpu_s']:.2f} CPU   {res['config']} equal: {res['no_opt_equals_with_opt']}\n")
+        + f"  cache: {res['entries']} entries, {res['entry_bytes'] / 1e6:.1f} MB, {res['bytes_per_token']:,.0f} bytes "
         f"per token\n  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 
