@@ -3,7 +3,9 @@
 Profiles: ``ci`` (derandomized, bounded; selected when the ``CI`` environment variable is set), ``dev`` (the
 default: random, moderate), ``deep`` (many examples; select with ``HYPOTHESIS_PROFILE=deep``).
 Slow tests (larger k, longer sequences) run with ``--runslow`` or ``KV_SLOW=1``.  ``--regen-golden`` rewrites the
-policies' golden snapshot (tests/test_golden.py) instead of comparing with it.
+policies' golden snapshot (tests/test_golden.py) instead of comparing with it.  The quality runs' reference cache
+(``KV_QUALITY_CACHE``, :mod:`realtrace.quality.cache`) points into the session's temporary directory, for the tests
+and every command they start, so a test run neither reads nor fills the user's cache.
 """
 
 import os
@@ -18,6 +20,13 @@ settings.register_profile("dev", max_examples=100, deadline=None, print_blob=Tru
 settings.register_profile("deep", max_examples=2000, deadline=None, print_blob=True,
                           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE") or ("ci" if os.environ.get("CI") else "dev"))
+
+
+@pytest.fixture(scope="session", autouse=True)
+def quality_cache_of_the_session(tmp_path_factory):
+    os.environ["KV_QUALITY_CACHE"] = str(tmp_path_factory.mktemp("quality_cache"))
+    yield
+    os.environ.pop("KV_QUALITY_CACHE", None)
 
 
 def pytest_addoption(parser):

@@ -27,7 +27,8 @@ def test_help_lists_every_option(module, args):
     code, out, err = run_module(module, *args, "--help")
     assert code == 0, err
     for opt in ("--all", "--budget", "--budgets", "--prompts", "--mode", "--policies", "--presses", "--seed", "--top",
-                "--threads", "--workers", "--scheduler", "--steps", "--out", "--json", "--param", "press:NAME", "OPT"):
+                "--threads", "--workers", "--scheduler", "--steps", "--out", "--json", "--param", "press:NAME", "OPT",
+                "--no-opt", "--cache-dir", "--no-cache", "KV_QUALITY_CACHE", "XDG_CACHE_HOME"):
         assert opt in out, opt
 
 
@@ -48,6 +49,10 @@ def test_help_lists_every_option(module, args):
     (("Default", "--budget", "8", "-p", "recent=-1"), "recent"),
     (("OPT", "--budget", "8", "-p", "recent=1"), "--param applies to a policy, not to OPT"),
     (("--all", "-p", "recent=1"), "not with --all"),
+    (("OPT", "--budget", "8", "--no-opt"), "--no-opt: OPT is asked for by name"),
+    (("TOVA", "--budget", "8", "--no-cache", "--cache-dir", "/tmp"), "--cache-dir DIR or --no-cache, not both"),
+    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null"), "--cache-dir /dev/null: cannot be made a directory"),
+    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null/sub"), "--cache-dir /dev/null/sub: cannot be made"),
 ])
 def test_bad_input_is_one_line_before_anything_loads(args, needle):
     code, out, err = run_without_real(*args)
@@ -74,6 +79,12 @@ def test_a_bad_schedule_file_is_one_line_before_anything_loads(tmp_path):
         code, out, err = run_without_real(f"file:{path}", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
         assert is_one_line_error(code, err, needle), (path, code, err)
         assert str(path) in err and "pickle" not in err and out == ""
+
+
+def test_a_bad_cache_directory_from_the_environment_names_the_variable(monkeypatch):
+    monkeypatch.setenv("KV_QUALITY_CACHE", "/dev/null")
+    code, out, err = run_without_real("TOVA", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
+    assert is_one_line_error(code, err, "KV_QUALITY_CACHE /dev/null: cannot be made a directory"), (code, err)
 
 
 def test_steps_without_out_is_an_error():
@@ -148,3 +159,11 @@ def test_a_configured_policy_is_reported_with_its_parameters():
     assert [c.name for c in parse_config("Default", "both", {"recent": 8})] == ["Default(recent=8)",
                                                                                 "Default(recent=8) (open loop)"]
     assert parse_config("H2O")[0].name == "H2O"
+
+
+def test_all_without_the_optimum_lists_no_optimum():
+    """``--all --no-opt``: the sweep's configurations without OPT (with it by default)."""
+    from realtrace.quality.run import all_configs
+
+    assert [c.name for c in all_configs("closed", ["TOVA", "H2O"], [])] == ["TOVA", "H2O", "OPT"]
+    assert [c.name for c in all_configs("closed", ["TOVA", "H2O"], [], opt=False)] == ["TOVA", "H2O"]

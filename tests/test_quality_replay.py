@@ -422,3 +422,66 @@ def test_a_configured_policy_runs_with_its_parameters(lm, tmp_path):
     assert all(r["max_resident"] <= 6 for r in runs.values())
     a, b = (runs[n]["steps"]["p"]["drop"] for n in ("Default(n_sinks=1, recent=2)", "Default"))
     assert not np.array_equal(a, b)
+
+
+SECRET = "The secret word is apple. Repeat the secret word.\nThe secret word is"
+
+
+def without_cache_status(res: dict) -> dict:
+    """A result with the per-prompt cache status and the per-step arrays set aside (everything else must match)."""
+    return {**res, "prompts": [{k: v for k, v in p.items() if k != "cache"} for p in res["prompts"]],
+            "runs": [{k: v for k, v in r.items() if k != "steps"} for r in res["runs"]]}
+
+
+def test_a_warm_cache_run_equals_a_cold_one(lm, tmp_path):
+    """Issue 30: the same study three times on one short prompt -- cold (the reference and the press's choice
+    computed and stored), warm (both read back), and with the cache off -- gives the same result: every metric and
+    every schedule exactly equal, not only to rounding; the statuses say which was which."""
+    import json
+
+    from realtrace.quality.run import evaluate
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": SECRET, "answer": " apple"}) + "\n")
+    names = ["TOVA", "OPT"] + (["press:Knorm"] if importlib.util.find_spec("kvpress") else [])
+    cache = tmp_path / "cache"
+
+    def study(**kw):
+        return evaluate(names, [6], None, workers=0, progress=False, prompts_file=str(path), steps=True, **kw)
+
+    cold, warm, off = study(cache_dir=str(cache)), study(cache_dir=str(cache)), study(no_cache=True)
+    presses = len(names) - 2
+    assert [r["prompts"][0]["cache"] for r in (cold, warm, off)] == [
+        {"reference": "computed", "press_choices_cached": 0}, {"reference": "cached", "press_choices_cached": presses},
+        {"reference": "off", "press_choices_cached": 0}]
+    assert len(list(cache.glob("reference-*.npz"))) == 1 and len(list(cache.glob("press-*.npz"))) == presses
+    assert without_cache_status(warm) == without_cache_status(cold) == without_cache_status(off)
+    for a, b in zip(cold["runs"], warm["runs"]):
+        for q, arr in a.get("steps", {}).get("p", {}).items():
+            assert np.array_equal(arr, b["steps"]["p"][q]), (a["config"], q)
+    assert {r["config"] for r in cold["runs"]} == {*names, "full cache"}
+
+
+@pytest.mark.slow
+def test_the_command_line_fills_the_cache_that_a_later_run_reads(lm, tmp_path):
+    """``quality StreamingLLM --budget 6 --no-opt --cache-dir DIR --json`` as a user types it: no optimum in the
+    result, the reference computed and stored; the same study in this process then reads it (``cached``) and equals
+    the command's result."""
+    import json
+
+    from realtrace.quality.run import evaluate
+    from tests.command_line import run_module
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": SECRET, "answer": " apple"}) + "\n")
+    cache = tmp_path / "cache"
+    code, out, err = run_module("paper_check", "quality", "StreamingLLM", "--budget", "6", "--prompts-file", path,
+                                "--no-opt", "--cache-dir", cache, "--workers", "0", "--threads", "1", "--json")
+    assert code == 0, err[-2000:]
+    cold = json.loads(out)
+    assert [r["config"] for r in cold["runs"]] == ["StreamingLLM", "full cache"]
+    assert cold["prompts"][0]["cache"]["reference"] == "computed" and cold["settings"]["no_opt"] is True
+    warm = evaluate(["StreamingLLM"], [6], None, workers=0, progress=False, prompts_file=str(path), no_opt=True,
+                    cache_dir=str(cache))
+    assert warm["prompts"][0]["cache"]["reference"] == "cached"
+    assert json.loads(json.dumps(without_cache_status(warm))) == without_cache_status(cold)

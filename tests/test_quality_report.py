@@ -59,3 +59,23 @@ def test_the_report_names_the_model_and_the_reference(tmp_path):
     assert names == ["quality.json", "quality.md", "quality_vs_budget.png", "quality_vs_budget.svg"]
     assert json.loads((tmp_path / "quality.json").read_text())["model"]["exact"] == MODEL["exact"]
     assert MODEL["exact"] in (tmp_path / "quality_vs_budget.svg").read_text()
+
+
+def test_a_study_without_the_optimum_reports_and_draws_without_it(tmp_path):
+    """``--no-opt``: no OPT run at all; the tables, the summary and the figure still come out, and none of them
+    claims an optimum."""
+    results = [{"prompt": prompt("a", True), "runs": [run("X", "policy", True, 0.3)]},
+               {"prompt": prompt("b", True), "runs": [run("X", "policy", False, 0.5)]}]
+    agg = aggregate(results, LAYER_GROUPS)
+    agg["runs"].append(full_cache_run(agg["prompts"], LAYER_GROUPS))
+    res = {"settings": {"configs": ["X"], "budgets": [8], "mode": "closed", "seed": 0, "top": None, "opt_top": None,
+                        "prompts": ["a", "b"], "no_opt": True}, "model": MODEL, **agg}
+    assert [r["config"] for r in res["runs"]] == ["X", "full cache"]
+    text = markdown(res)
+    assert "| X | 8 |" in text and "not replayed (--no-opt)" in text and "| OPT |" not in text
+    short = summary(res, "X")
+    assert short.startswith("X against the full cache on 2 prompts") and "OPT " not in short.split("\n")[2]
+    names = sorted(p.name for p in write(res, tmp_path))
+    assert names == ["quality.json", "quality.md", "quality_vs_budget.png", "quality_vs_budget.svg"]
+    svg = (tmp_path / "quality_vs_budget.svg").read_text()
+    assert "exact NM optimum" not in svg and "full cache" in svg

@@ -24,6 +24,7 @@ SUBCOMMANDS = {
     "figures": set(),
     "bench": set(),
     "bench.fuzz_power": set(),
+    "bench.quality_cache": set(),
     "tests.test_figure_layout": set(),
     "realtrace.quality": set(),
     "realtrace.quality.bench": set(),

@@ -5,11 +5,14 @@
     python -m realtrace.quality OPT --budget 128 --prompts needle-400-d10,kv-24-12
     python -m realtrace.quality file:steps/TOVA_K128.npz --budget 128
     python -m realtrace.quality --all [--budgets 32,64,128,256] [--out quality_report] [--workers N | --scheduler ADDR]
+    python -m realtrace.quality TOVA --budget 128 --no-opt [--cache-dir DIR | --no-cache]
 
 A single configuration prints its values per layer group and in total beside the exact optimum's and the full
 cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
 registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
-(:mod:`realtrace.quality.report`).  Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
+(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference is
+read from, or written to, the on-disk cache (:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
+Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
 presses); without them, and for any bad input, one line and exit status 2 (:mod:`kvcore.command`).
 """
 
@@ -25,6 +28,7 @@ from kvcore.numbers import comma_list, parse_param, whole_number
 
 from ..model import MODEL_EXACT
 from .optima import OPT, VARIANTS
+from .cache import ENV
 from .prompts import DEFAULT, FAMILIES
 
 DEFAULT_BUDGETS = (32, 64, 128, 256)
@@ -69,6 +73,16 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--opt-top", type=whole_number(1), default=None,
                     help="solve the exact optimum on the OPT_TOP largest entries per row (faster on long prompts) and "
                          "report how far from optimal it can be (default: complete rows, exact)")
+    ap.add_argument("--no-opt", action="store_true",
+                    help="do not replay the exact optimum beside the named configuration (or in --all); the tables "
+                         "then have no OPT row")
+    ap.add_argument("--cache-dir", default=None, metavar="DIR",
+                    help="where the full-cache reference of each prompt (queries, keys, values, final hidden states; "
+                         "~118 kB per token) and the presses' choices are kept and reused across runs (default: "
+                         f"${ENV}, else $XDG_CACHE_HOME/kv-eviction-theory/quality; clear it by deleting the "
+                         "directory)")
+    ap.add_argument("--no-cache", action="store_true",
+                    help="neither read nor write the reference cache (recompute the reference)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
     ap.add_argument("--workers", type=whole_number(0), default=None,
                     help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")
@@ -88,7 +102,7 @@ def configs(args: argparse.Namespace) -> list:
             raise ParameterError("give a NAME or --all, not both")
         if args.param:
             raise ParameterError("--param goes with one named policy, not with --all")
-        return all_configs(args.mode, args.policies, args.presses)
+        return all_configs(args.mode, args.policies, args.presses, opt=not args.no_opt)
     if args.name is None:
         raise ParameterError("give a policy, press:NAME, OPT or file:PATH (or --all)")
     if args.policies is not None or args.presses is not None:
@@ -127,7 +141,8 @@ def run(args: argparse.Namespace) -> int:
     say = (lambda msg: sys.stderr.write(msg + "\n"))
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
                    args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top,
-                   prompts_file=args.prompts_file)
+                   prompts_file=args.prompts_file, no_opt=args.no_opt, cache_dir=args.cache_dir,
+                   no_cache=args.no_cache)
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")

@@ -72,8 +72,9 @@ def markdown(res: dict) -> str:
     lines = ["# Eviction judged by the model's output: quality beside regret", "",
              f"Model {res['model']['exact']} (transformers {res['model']['transformers']}, "
              f"torch {res['model']['torch']}); policies in {s['mode']} loop unless marked; seed {s['seed']}; policies "
-             f"observe {_rows(s['top'])}; the optimum is solved on {_rows(s['opt_top'])}; regret is charged on "
-             "complete rows.", "",
+             f"observe {_rows(s['top'])}; "
+             + ("the optimum is not replayed (--no-opt)" if s.get("no_opt") else
+                f"the optimum is solved on {_rows(s['opt_top'])}") + "; regret is charged on complete rows.", "",
              "| prompt | tokens | what | full cache right |", "|---|---:|---|---|"]
     lines += [f"| {p['name']} | {p['tokens']} | {p['what']} | {'yes' if p['full_cache_right'] else 'NO: excluded'} |"
               for p in res["prompts"]]
@@ -102,7 +103,8 @@ def summary(res: dict, name: str) -> str:
     """Plain text for one configuration: per budget, its values per layer group and in total beside the exact
     optimum's and the full cache's."""
     counted = [p["name"] for p in res["prompts"] if p["full_cache_right"]]
-    out = [f"{name} against the exact NM optimum and the full cache on {len(res['prompts'])} prompts "
+    against = "the full cache" if res["settings"].get("no_opt") else "the exact NM optimum and the full cache"
+    out = [f"{name} against {against} on {len(res['prompts'])} prompts "
            f"({len(counted)} pass the full-cache control; excluded: {', '.join(res['excluded']) or 'none'})"]
     full = [r for r in res["runs"] if r["kind"] == "full"]
     for k in res["settings"]["budgets"]:
@@ -162,7 +164,9 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
         handles, labels = axes[0].get_legend_handles_labels()
         fig.legend(handles, labels, loc="lower center", ncol=8, frameon=False)
         fig.suptitle(f"Quality versus budget in {res['model']['exact']}: policies (solid: closed loop, dotted: "
-                     "open loop), kvpress presses (dashed), the exact NM optimum (black), the full cache (grey)",
+                     "open loop), kvpress presses (dashed), "
+                     + ("" if res["settings"].get("no_opt") else "the exact NM optimum (black), ")
+                     + "the full cache (grey)",
                      fontsize=10)
         return save_figure(fig, out_dir, STEM)
 

@@ -9,7 +9,10 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
 2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
    the full-cache queries, keys and values every later pass resumes from, and from which the complete attention row
    of every layer, KV head and step is computed when needed (:mod:`realtrace.quality.exact`);
-3. per configuration and budget ``K``, one replay:
+   (1 and 2 come from the on-disk cache when it holds them, :mod:`realtrace.quality.cache`: the choices of 1 per
+   press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
+   from those hidden states);
+3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``):
 
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
@@ -145,16 +148,16 @@ def _prefill_presses() -> tuple[str, ...]:
     return ALL_PREFILL
 
 
-def all_configs(mode: str = "closed", policies: list[str] | None = None, presses: list[str] | None = None
-                ) -> list[Config]:
+def all_configs(mode: str = "closed", policies: list[str] | None = None, presses: list[str] | None = None,
+                opt: bool = True) -> list[Config]:
     """``quality --all``: every registered NM policy (or ``policies``), every bridged prefill press (or ``presses``)
-    and the exact optimum."""
+    and the exact optimum (unless ``opt=False``)."""
     import policies as registry
 
     names = [info.name for info in registry.all_policies(model="nm")] if policies is None else list(policies)
     press_names = _prefill_presses() if presses is None else presses
     return ([c for n in names for c in parse_config(n, mode)]
-            + [c for p in press_names for c in parse_config(f"press:{p}")] + parse_config(OPT))
+            + [c for p in press_names for c in parse_config(f"press:{p}")] + (parse_config(OPT) if opt else []))
 
 
 # ---- one task: one prompt, every config and budget ------------------------------------------------------------
@@ -185,24 +188,18 @@ class _Reference:
     """The full cache on one prompt: its complete attention rows (:meth:`rows`), press schedules, logits and the
     keys/values passes resume from."""
 
-    def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str]):
-        from .replay import replay, trace_pass
+    def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
+        from .cache import Store, full_cache, press_drops
 
+        store = store if store is not None else Store(None)
         cfg = lm.model.config
         self.L, self.H = cfg.num_hidden_layers, cfg.num_key_value_heads
         self.prompt, ids = prompt, list(prompt.ids)
         self.T = len(ids)
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
-        self.press_drops = {}
-        if presses:
-            from ..press.registry import PRESSES, build_press, ratio_for_budget
-
-            fan = [(f"{name}@{k}", build_press(PRESSES[name.lower()], ratio_for_budget(prompt.n_prompt, k), False,
-                                               1, None), PRESSES[name.lower()].headwise)
-                   for name in presses for k in budgets]
-            self.press_drops = trace_pass(lm, ids, prompt.n_prompt, self.H, None, fan, prompt.name)[1]
-        full, hidden = replay(lm, ids, None, self.L, self.H, keep_qkv=True)
-        self.qkv = full.keep_qkv
+        # both from the on-disk cache when it holds them (:mod:`realtrace.quality.cache`), else computed and stored
+        self.press_drops, self.presses_cached = press_drops(lm, prompt, budgets, presses, store)
+        self.qkv, hidden, self.status = full_cache(lm, prompt, store)
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full
         self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
@@ -293,8 +290,8 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
         if plan is not None:
             drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
         error, displaced = pass_.record.error, pass_.record.displaced
-        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b,
-                                             ref.targets[a:a + b.shape[0]])
+    if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
+        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b, ref.targets[a:a + b.shape[0]])
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
@@ -332,7 +329,12 @@ def run_task(task: dict) -> dict:
     budgets = tuple(task["budgets"])
     t0 = time.monotonic()
     presses = [c.spec for c in configs if c.kind == "press"]
-    ref = _Reference(lm, prompt, budgets, presses)
+    from .cache import Store
+
+    ref = _Reference(lm, prompt, budgets, presses, Store(task["cache"]))
+    if task["progress"]:
+        sys.stderr.write(f"  {prompt.name}: full-cache reference {ref.status}, {ref.presses_cached} of "
+                         f"{len(presses) * len(budgets)} press choices cached ({time.monotonic() - t0:.0f} s)\n")
     files: dict = {}
     runs = []
     for k in budgets:
@@ -343,7 +345,8 @@ def run_task(task: dict) -> dict:
                 sys.stderr.flush()
     info = {"name": prompt.name, "what": prompt.what, "tokens": prompt.T, "prompt_tokens": prompt.n_prompt,
             "answer_tokens": prompt.T - prompt.n_prompt, "sha256": prompt.sha256,
-            "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer}
+            "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer,
+            "cache": {"reference": ref.status, "press_choices_cached": ref.presses_cached}}
     return {"prompt": info, "runs": runs}
 
 
@@ -412,10 +415,13 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
 def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], prompts: list[str] | None = None,
              mode: str = "closed", seed: int = 0, top: int | None = None, workers: int | None = None,
              scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
-             say=None, opt_top: int | None = None, prompts_file: str | None = None) -> dict:
+             say=None, opt_top: int | None = None, prompts_file: str | None = None, no_opt: bool = False,
+             cache_dir: str | None = None, no_cache: bool = False) -> dict:
     """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
-    control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget and the full
-    cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and ``prompts``.  With
+    control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget (unless
+    ``no_opt``) and the full cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and
+    ``prompts``.  The full-cache reference comes from the on-disk cache (``cache_dir``, else the environment's or the
+    default one; ``no_cache``: none) where it holds it (:mod:`realtrace.quality.cache`).  With
     ``steps=True`` every run also carries ``steps`` arrays per prompt (numpy: per-row ``kl``, ``dnll``, ``top1``;
     per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``."""
     from kvcore.tasks import map_tasks
@@ -436,8 +442,13 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         for cfg in ([c] if isinstance(c, Config) else parse_config(c, mode)):
             if cfg not in cfgs:
                 cfgs.append(cfg)
-    if not any(c.spec == OPT for c in cfgs):
+    if no_opt and any(c.kind == "opt" for c in cfgs):
+        raise ParameterError(f"--no-opt: {next(c.name for c in cfgs if c.kind == 'opt')} is asked for by name")
+    if not no_opt and not any(c.spec == OPT for c in cfgs):
         cfgs += parse_config(OPT)
+    from .cache import cache_dir as checked_cache_dir
+
+    store_dir = checked_cache_dir(cache_dir, no_cache)
     own = read_prompts_file(prompts_file) if prompts_file is not None else []
     builtin = list(prompts or ([] if own else qprompts.DEFAULT))
     for n in builtin:
@@ -468,7 +479,8 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
         f"({sum(p.T for p in ids)} tokens)")
     tasks = [{"prompt": asdict(p), "budgets": budgets, "configs": [asdict(c) for c in cfgs], "seed": seed,
-              "top": top, "opt_top": opt_top, "threads": threads, "steps": steps, "progress": progress and workers in (0, 1)}
+              "top": top, "opt_top": opt_top, "threads": threads, "steps": steps,
+              "progress": progress and workers in (0, 1), "cache": None if store_dir is None else str(store_dir)}
              for p in ids]
     # longest prompts first: a cluster then finishes together (results come back in task order regardless)
     order = sorted(range(len(tasks)), key=lambda i: -ids[i].T)
@@ -485,7 +497,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     from importlib.metadata import version
 
     return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
-                         "top": top, "opt_top": opt_top, "prompts": names},
+                         "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt},
             "model": {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
                       "transformers": version("transformers"), "torch": version("torch")},
             **agg}

@@ -1,0 +1,289 @@
+"""The full-cache reference of a quality run, kept on disk and reused (issue 30; the model parts need ``[real]``).
+
+Every quality run starts from the prompt's full-cache reference (:class:`realtrace.quality.run._Reference`): the
+full-cache pass's queries, keys and values of every layer (from which the complete attention rows are computed when
+needed and from which every later pass resumes), its next-token log-probabilities, and with presses the eager prefill
+on which every bridged press chooses at every budget.  None of it depends on the schedules a run compares, so a
+repeated or extended sweep reads it from here instead of recomputing it.
+
+What an entry holds (one ``.npz`` file, written uncompressed: float32 activations gain ~7 % from zlib).
+
+* ``reference-<digest>.npz`` -- per layer ``l`` the arrays ``q<l>`` ``(1, 9, T, 64)``, ``k<l>`` and ``v<l>``
+  ``(1, 3, T, 64)`` (float32), and ``hidden`` ``(T, 576)``, the final hidden states.  The log-probabilities are *not*
+  stored: at ``T`` rows they take ``T x 49,152 x 4`` bytes (393 MB at T = 2,000, more than everything else), and
+  they are recomputed from ``hidden`` by the LM head (7 s at T = 2,000 on one thread, a quarter of the 29 s the pass
+  and the head take together).  So an entry takes ``30 x 15 x 64 x 4 + 576 x 4 = 117,504`` bytes per token: 235 MB
+  at T = 2,000, 0.91 GB for the nine default prompts (7,712 tokens); writing one needs as much again free for the
+  moment its temporary file exists.
+* ``press-<digest>.npz`` -- one per (press, budget): ``drop`` ``(30, 3, T)`` int32, the press's recorded choice
+  (``360 x T`` bytes).  Separate entries, because a press's choice is the same whichever other presses share the
+  fan-out (:class:`realtrace.quality.replay.PressFanOut`), so a sweep that adds a budget or a press runs the eager
+  prefill only for the pairs it lacks.
+
+Both paths, cold and warm, hand the run the same contiguous arrays (the cold one copies the pass's tensors into
+numpy first), so a warm run equals a cold one exactly, not only to rounding (tested).
+
+The key.  An entry's file name is the SHA-256 of its key (canonical JSON), and the key is stored inside it: model
+identity (name, weights variant, package and its installed version, the GGUF file's name and SHA-256), the torch and
+transformers versions, torch's thread count and CPU capability and the machine (float results may differ between
+them), a digest of the source files that compute the entry (:data:`SOURCES`; editing them retires old entries),
+the entry :data:`FORMAT`, and the prompt's token ids; a press entry adds kvpress's version, the press, the budget, its
+compression ratio and the prompt length.  The prompt's name is not part of it: the same tokens under another name
+share the entry.
+
+Safety.  Entries are written through :func:`kvcore.atomic.replacing` (a unique temporary file renamed over the
+target): a reader sees no entry or a complete one, and two processes writing the same key both rename a complete
+file, leaving one valid entry.  On reading, the stored key must equal the key asked for and the SHA-256 of the arrays
+the checksum stored beside them; an entry that fails either, or does not read at all, is never used: one warning
+line on stderr, then it is recomputed and rewritten.  An entry that cannot be written (a full disk) is one warning
+line too; the run goes on.
+
+Where.  ``--cache-dir DIR``, else the environment variable :data:`ENV`, else ``$XDG_CACHE_HOME/kv-eviction-theory/
+quality`` (``~/.cache/...`` without ``XDG_CACHE_HOME``); ``--no-cache`` neither reads nor writes.  To clear it,
+delete the directory (or its ``*.npz`` files); nothing else is kept there.  With ``--scheduler`` the path is the
+workers' own.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from kvcore.atomic import replacing
+from kvcore.errors import ParameterError
+
+ENV = "KV_QUALITY_CACHE"
+FORMAT = 1
+SOURCES = ("realtrace/model.py", "realtrace/quality/replay.py", "realtrace/quality/cache.py")
+PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides what a press's choice is
+META = "__key__"
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class CorruptEntry(Exception):
+    """An entry that cannot be trusted: unreadable, stored under another key, or failing its checksum."""
+
+
+def default_dir() -> Path:
+    """``$XDG_CACHE_HOME/kv-eviction-theory/quality`` (``~/.cache`` when ``XDG_CACHE_HOME`` is unset or empty)."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "kv-eviction-theory" / "quality"
+
+
+def cache_dir(option: str | None = None, disabled: bool = False) -> Path | None:
+    """The cache directory a run uses (module docstring), created if missing; ``None`` with ``disabled``.  A path
+    that cannot be created, is not a directory or is not writable is a one-line :class:`ParameterError` naming where
+    it came from (``--cache-dir``, :data:`ENV` or the default)."""
+    if disabled:
+        if option is not None:
+            raise ParameterError("give --cache-dir DIR or --no-cache, not both")
+        return None
+    if option is not None:
+        where, text = "--cache-dir", option
+    elif os.environ.get(ENV):
+        where, text = ENV, os.environ[ENV]
+    else:
+        where, text = "the default cache directory", str(default_dir())
+    if not text.strip():
+        raise ParameterError(f"{where}: empty path")
+    path = Path(text).expanduser()
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ParameterError(f"{where} {text}: cannot be made a directory ({exc.strerror or exc}); give another "
+                             "--cache-dir or --no-cache") from None
+    if not os.access(path, os.W_OK | os.X_OK):
+        raise ParameterError(f"{where} {text}: not writable; give another --cache-dir or --no-cache")
+    return path.resolve()
+
+
+# ---- keys and entries (numpy only) -------------------------------------------------------------------------------
+
+def canonical(key: dict) -> dict:
+    """``key`` as it reads back from JSON (tuples become lists), so a stored key compares equal to a fresh one."""
+    return json.loads(json.dumps(key, sort_keys=True))
+
+
+def digest(key: dict) -> str:
+    """SHA-256 (hex) of ``key``'s canonical JSON: the entry's file name."""
+    return hashlib.sha256(json.dumps(canonical(key), sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+
+def arrays_digest(arrays: dict[str, np.ndarray]) -> str:
+    """SHA-256 over every array, by name: name, dtype, shape and C-order bytes."""
+    h = hashlib.sha256()
+    for name in sorted(arrays):
+        a = np.ascontiguousarray(arrays[name])
+        h.update(f"{name}|{a.dtype.str}|{a.shape}|".encode())
+        h.update(memoryview(a).cast("B"))
+    return h.hexdigest()
+
+
+def write_entry(path: Path, key: dict, arrays: dict[str, np.ndarray]) -> None:
+    """``arrays`` with their key and checksum as one ``.npz``, atomically (module docstring)."""
+    meta = json.dumps({"key": canonical(key), "sha256": arrays_digest(arrays)}).encode()
+    with replacing(path) as tmp, open(tmp, "wb") as fh:
+        np.savez(fh, **arrays, **{META: np.frombuffer(meta, dtype=np.uint8)})
+
+
+def read_entry(path: Path, key: dict) -> dict[str, np.ndarray] | None:
+    """The arrays stored at ``path`` for ``key``; ``None`` if there is no entry; :class:`CorruptEntry` if there is
+    one that cannot be trusted."""
+    if not path.exists():
+        return None
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            meta = json.loads(bytes(z[META]).decode())
+            arrays = {name: z[name] for name in z.files if name != META}
+    except Exception as exc:  # whatever a damaged file makes numpy, zipfile or json raise: never trusted
+        raise CorruptEntry(f"unreadable ({type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''})")
+    if not isinstance(meta, dict) or meta.get("key") != canonical(key):
+        raise CorruptEntry("its stored key is not the key it is filed under")
+    if meta.get("sha256") != arrays_digest(arrays):
+        raise CorruptEntry("checksum mismatch")
+    return arrays
+
+
+class Store:
+    """Entries in ``directory`` (``None``: no cache, every lookup misses and nothing is written); ``warn`` receives
+    the one-line warnings (default: stderr)."""
+
+    def __init__(self, directory: str | Path | None, warn=None):
+        self.directory = None if directory is None else Path(directory)
+        self.warn = warn or (lambda msg: (sys.stderr.write(msg + "\n"), sys.stderr.flush()))
+
+    def path(self, kind: str, key: dict) -> Path | None:
+        return None if self.directory is None else self.directory / f"{kind}-{digest(key)}.npz"
+
+    def read(self, kind: str, key: dict) -> dict[str, np.ndarray] | None:
+        path = self.path(kind, key)
+        if path is None:
+            return None
+        try:
+            return read_entry(path, key)
+        except CorruptEntry as exc:
+            self.warn(f"warning: quality cache entry {path}: {exc}; recomputing it")
+            return None
+
+    def write(self, kind: str, key: dict, arrays: dict[str, np.ndarray]) -> None:
+        path = self.path(kind, key)
+        if path is None:
+            return
+        try:
+            write_entry(path, key, arrays)
+        except OSError as exc:
+            self.warn(f"warning: quality cache entry {path} not written ({exc.strerror or exc}); the run goes on")
+
+    def fetch(self, kind: str, key: dict, compute) -> tuple[dict[str, np.ndarray], str]:
+        """``(arrays, status)``: the stored entry (``"cached"``), or ``compute()`` stored (``"computed"``; ``"off"``
+        without a directory)."""
+        got = self.read(kind, key)
+        if got is not None:
+            return got, "cached"
+        arrays = compute()
+        self.write(kind, key, arrays)
+        return arrays, "computed" if self.directory is not None else "off"
+
+
+# ---- the model's side (needs [real]) -----------------------------------------------------------------------------
+
+def sources_digest(paths) -> str:
+    """SHA-256 over the named source files (relative to the checkout), by path."""
+    h = hashlib.sha256()
+    for rel in paths:
+        h.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
+    return h.hexdigest()
+
+
+_GGUF_SHA: dict[str, str] = {}
+
+
+def model_identity(lm) -> dict:
+    """Everything about the loaded model and its runtime that determines the reference (module docstring)."""
+    import platform
+    from importlib.metadata import version
+
+    from ..model import MODEL_DIST, MODEL_NAME, MODEL_QUANT
+
+    path = str(lm.gguf)
+    if path not in _GGUF_SHA:
+        with open(path, "rb") as fh:
+            _GGUF_SHA[path] = hashlib.file_digest(fh, "sha256").hexdigest()
+    torch = lm.torch
+    return {"format": FORMAT, "model": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST,
+            "installed": version(MODEL_DIST.split("==")[0]), "gguf": [Path(path).name, _GGUF_SHA[path]],
+            "torch": version("torch"), "transformers": version("transformers"), "threads": torch.get_num_threads(),
+            "cpu": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
+            "code": sources_digest(SOURCES)}
+
+
+def reference_key(identity: dict, ids) -> dict:
+    """The key of a prompt's full-cache reference: the model identity and the token ids."""
+    return {"entry": "full-cache reference", **identity, "ids": [int(i) for i in ids]}
+
+
+def press_key(identity: dict, ids, n_prompt: int, press: str, budget: int, ratio: float, kvpress: str) -> dict:
+    """The key of one press's choice at one budget on a prompt."""
+    code = sources_digest(sorted(str(p.relative_to(ROOT)) for p in (ROOT / PRESS_SOURCES).glob("*.py")))
+    return {**reference_key(identity, ids), "entry": "press choice", "kvpress": kvpress, "press_code": code,
+            "press": press, "budget": int(budget), "ratio": float(ratio), "n_prompt": int(n_prompt)}
+
+
+def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
+    """``(qkv, hidden, status)``: per layer the full-cache pass's ``(query, key, value)`` tensors, its final hidden
+    states ``(T, hidden size)``, and whether they were ``"cached"``, ``"computed"`` (and stored) or computed with the
+    cache ``"off"``."""
+    from .replay import replay
+
+    cfg = lm.model.config
+    layers = cfg.num_hidden_layers
+
+    def compute() -> dict[str, np.ndarray]:
+        full, hidden = replay(lm, list(prompt.ids), None, layers, cfg.num_key_value_heads, keep_qkv=True)
+        arrays = {"hidden": np.ascontiguousarray(hidden.numpy())}
+        for layer, tensors in full.keep_qkv.items():
+            for name, t in zip("qkv", tensors):
+                arrays[f"{name}{layer:02d}"] = np.ascontiguousarray(t.numpy())
+        return arrays
+
+    arrays, status = store.fetch("reference", reference_key(model_identity(lm), prompt.ids), compute)
+    torch = lm.torch
+    qkv = {layer: tuple(torch.from_numpy(arrays[f"{name}{layer:02d}"]) for name in "qkv") for layer in range(layers)}
+    return qkv, torch.from_numpy(arrays["hidden"]), status
+
+
+def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[dict[str, np.ndarray], int]:
+    """``({"NAME@K": drops (L, H, T)}, cached)``: every press's choice at every budget, read from the store where
+    present; one eager prefill fans out the missing (press, budget) pairs, which are then stored."""
+    if not presses:
+        return {}, 0
+    from importlib.metadata import version
+
+    from ..press.registry import PRESSES, build_press, ratio_for_budget
+    from .replay import trace_pass
+
+    identity, kv_version = model_identity(lm), version("kvpress")
+    wanted = {f"{name}@{k}": (name, k, ratio_for_budget(prompt.n_prompt, k)) for name in presses for k in budgets}
+    keys = {label: press_key(identity, prompt.ids, prompt.n_prompt, name, k, ratio, kv_version)
+            for label, (name, k, ratio) in wanted.items()}
+    found = {label: store.read("press", keys[label]) for label in wanted}
+    out = {label: arrays["drop"].astype(np.int64) for label, arrays in found.items() if arrays is not None}
+    missing = [label for label in wanted if label not in out]
+    if missing:
+        fan = [(label, build_press(PRESSES[wanted[label][0].lower()], wanted[label][2], False, 1, None),
+                PRESSES[wanted[label][0].lower()].headwise) for label in missing]
+        made = trace_pass(lm, list(prompt.ids), prompt.n_prompt, lm.model.config.num_key_value_heads, None, fan,
+                          prompt.name)[1]
+        for label in missing:
+            store.write("press", keys[label], {"drop": made[label].astype(np.int32)})
+            out[label] = made[label]
+    return out, len(wanted) - len(missing)
+
+
+__all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "default_dir", "digest",
+           "full_cache", "model_identity", "press_drops", "press_key", "read_entry", "reference_key", "write_entry"]
