@@ -442,8 +442,8 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         for cfg in ([c] if isinstance(c, Config) else parse_config(c, mode)):
             if cfg not in cfgs:
                 cfgs.append(cfg)
-    if no_opt and any(c.kind == "opt" for c in cfgs):
-        raise ParameterError(f"--no-opt: {next(c.name for c in cfgs if c.kind == 'opt')} is asked for by name")
+    if no_opt and any(c.spec == OPT for c in cfgs):
+        raise ParameterError(f"--no-opt: {OPT} is asked for by name (a variant OPT:NAME may run without it)")
     if not no_opt and not any(c.spec == OPT for c in cfgs):
         cfgs += parse_config(OPT)
     from .cache import cache_dir as checked_cache_dir
