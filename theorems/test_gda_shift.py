@@ -48,16 +48,20 @@ def test_the_committed_shift_replay_is_the_prompt_family_run_as_section_10_says(
 
 
 def test_the_shifted_side_reacts_to_the_output(replay):
-    """From the committed replay: the default's output set to H2O's separates nowhere (refuted); the default given the
-    optimum's output where that is measurably better than H2O's separates exactly there; H2O made to lose every
-    answer separates wherever the default answers right."""
+    """From the committed replay: the default's output set to H2O's separates nowhere (not-reproduced, the control
+    passing); the optimum's output set to H2O's fails the positive control (not-checkable); H2O made to lose every
+    answer separates wherever the default answers right and is no worse."""
     qm, m = significance.declared_quality(), significance.declared()
     side = shift_side(replay, qm, m)
     assert side["verdict"] != "not-checkable" and side["counted"]
     same = copy.deepcopy(replay)
     for c in same["cases"].values():
         c["Default"] = dict(c["H2O"])
-    assert shift_side(same, qm, m)["separated"] == [] and shift_side(same, qm, m)["verdict"] == "refuted"
+    assert shift_side(same, qm, m)["separated"] == [] and shift_side(same, qm, m)["verdict"] == "not-reproduced"
+    blind = copy.deepcopy(replay)  # the positive control: an optimum no better than H2O leaves nothing checkable
+    for c in blind["cases"].values():
+        c["OPT"] = dict(c["H2O"])
+    assert shift_side(blind, qm, m)["verdict"] == "not-checkable"
     lost = copy.deepcopy(replay)
     for c in lost["cases"].values():
         c["H2O"]["right"] = False
