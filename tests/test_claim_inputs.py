@@ -36,11 +36,11 @@ def _fewer(v):
 
 
 # (does a size name match, how the second input changes it), first match wins: exactly one size changes, to a value
-# every construction accepts -- one more seed, sequence or trace draws new random inputs, a quarter more steps
-# lengthens every trace, one k (or one suffix, one m) fewer drops a row
+# every construction accepts -- one more seed, sequence, trace or bootstrap resample draws new random inputs, a quarter
+# more steps lengthens every trace, one k (or one suffix, one m) fewer drops a row
 RULES = (
     (lambda n: n.endswith("seeds"), _more_seeds),
-    (lambda n: n in ("sequences", "sequences_of_each_kind", "traces", "k_other_graphs"), lambda v: v + 1),
+    (lambda n: n in ("sequences", "sequences_of_each_kind", "traces", "k_other_graphs", "resamples"), lambda v: v + 1),
     (lambda n: n == "T" or n.endswith("_T") or n.endswith("_steps") or n == "T_per_k2", _longer),
     (lambda n: n.endswith("ks") or n.endswith("suffixes") or n == "ms", _fewer),
     (lambda n: n.endswith("suffix"), _longer),

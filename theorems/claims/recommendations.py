@@ -7,10 +7,11 @@ practical-significance margin declared once for every comparative claim (``VERDI
 from __future__ import annotations
 
 from theorems.results.recommendations import (default_policy_table, default_policy_traces, gda_validation,
-                                              section10_params, section10_quality)
+                                              section10_params, section10_quality, shift_quality)
 from theorems.tables import cached
 
 from . import significance
+from .separation import count_verdict, shift_side
 from .registry import Computed, Context, Decision, claim, decides, edit, fmt
 
 
@@ -41,6 +42,7 @@ QUALITY_INPUT = ("a committed quality replay of Default and H2O on benign prompt
                  "python -m paper_check quality Default -p recent=K/4 -p n_sinks=4 --budget K --json and the same for "
                  "H2O; needs the [real] extra)")
 SEVERITY = ("holds", "holds-with-correction", "refuted")
+COMBINED = ("holds", "holds-with-correction", "not-reproduced", "refuted")  # gda-validation's sides, mildest first
 
 
 def _output_as_h2o(v: dict) -> dict:
@@ -198,8 +200,10 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
 
 # default_runs: the randomized default's seeds.  Its random tie-break rarely fires on these traces (scores are
 # positive), so a fifth seed leaves the values as they are; tests/test_claim_inputs.py varies T instead.
-@claim("gda-validation", "§11", "Greedy-Dual-Attention -- the decayed, recency-floored policy -- matches the "
-       "heavy-hitter policies on benign traces and separates from them on a shifted or adversarial suffix.",
+@claim("gda-validation", "§11", "Measured against H2O, StreamingLLM and TOVA at equal budgets, Greedy-Dual-Attention "
+       "-- the decayed, recency-floored policy -- should track as well as the heavy-hitter rules on benign long-context "
+       "tasks and pull away from them on a distribution-shifted or adversarial suffix, where undecayed accumulation "
+       "degrades as Theorem 2 says.",
        sizes={"T": (600, 2000), "k": (32, 128), "real_traces": (1, -1), "default_runs": (4, 4)})
 def gda_validation_claim(ctx: Context) -> Computed:
     res, traces = cached(gda_validation, T=ctx.sizes["T"], k=ctx.sizes["k"], real=ctx.sizes["real_traces"],
@@ -214,7 +218,7 @@ def gda_validation_claim(ctx: Context) -> Computed:
                                                         for r in mine}}
     values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
               "also_reported": "GD-A", "margin": significance.declared(), "quality_replay": section10_quality(),
-              "quality_margin": significance.declared_quality()}
+              "shift_replay": shift_quality(), "quality_margin": significance.declared_quality()}
     evidence = {"test": "theorems/test_default_policy.py"}
     fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
     if fails:
@@ -258,8 +262,22 @@ def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]
     return ("holds" if not fails else ("refuted" if len(fails) > len(cases) / 2 else "holds-with-correction")), fails
 
 
+def _shift_separated(v: dict) -> dict:
+    """A flip's edit: on every shifted case the default answers right and H2O loses the answer, with an answer NLL
+    change and stream KL one nat above the default's (the default separates everywhere in output)."""
+    return edit(v, "shift_replay/cases", lambda cs: {n: dict(c, Default=dict(c["Default"], right=True), H2O=dict(
+        c["Default"], right=False, dnll_answer=c["Default"]["dnll_answer"] + 1.0,
+        kl_stream=c["Default"]["kl_stream"] + 1.0)) for n, c in cs.items()})
+
+
+def _shift_as_h2o(v: dict) -> dict:
+    """A flip's edit: the default's output on every shifted case set to H2O's (no separation anywhere)."""
+    return edit(v, "shift_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()})
+
+
 @decides("gda-validation", flips={
-    "the default separates everywhere and its output matches H2O's": (lambda v: edit(_output_as_h2o(v), "cases",
+    "the default separates everywhere and its output matches H2O's": (lambda v: edit(_output_as_h2o(
+        _shift_separated(v)), "cases",
         lambda cs: {n: dict(c, gap_per_step=dict(c["gap_per_step"], **{
             "Default benign": 0.0, "Default suffix": 0.0, "H2O suffix": 1.0, "ACC suffix": 1.0}))
             for n, c in cs.items()}), "holds"),
@@ -269,7 +287,12 @@ def _gda_verdict(cases: dict, policy: str, margin: dict) -> tuple[str, list[str]
     "Default's stream KL beyond H2O's plus the quality margin on every prompt": (lambda v: edit(
         v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["Default"], kl_stream=c["H2O"]["kl_stream"]
             + 1.01 * significance.quality_margin(c["H2O"]["kl_stream"], v["quality_margin"]))) for n, c in cs.items()}),
-        "refuted")})
+        "refuted"),
+    "the default separating from H2O in output on every shifted case": (_shift_separated, "holds-with-correction"),
+    "the optimum's output on the shifted prompts as H2O's (the positive control fails)": (lambda v: edit(
+        v, "shift_replay/cases", lambda cs: {n: dict(c, OPT=dict(c["H2O"])) for n, c in cs.items()}),
+        "holds-with-correction"),
+    "no committed shifted replay": (lambda v: edit(v, "shift_replay", None), "holds-with-correction")})
 def gda_validation_decide(v: dict, e: dict) -> Decision:
     """The prediction is judged for the policy the sentence names, ``v['judged']`` (the Section 10 default: decayed,
     recency-floored; parameters in the values), per trace/budget case by :func:`_separation` at the declared margin
@@ -287,7 +310,21 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
     conjunction, and the output on benign prompts is the benign side measured where it matters.  Flips: a suffix
     gap at H2O's on every case, the default's stream KL beyond H2O's plus the quality margin on every prompt
     (refuted); with the output as H2O's, the default separating everywhere (holds).  ``tests/test_section10_quality.py``
-    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation)."""
+    checks the count over prompts (a loss on one prompt a correction, on more than half a refutation).
+
+    Shifted window in the model's output (:func:`theorems.claims.separation.shift_side`, the committed replay
+    ``v['shift_replay']`` of the ``shift-G-dD`` prompts): the default *separates* on a positive-control case when
+    H2O is measurably worse than it at the quality margin and it is measurably worse than H2O on nothing; the same
+    count over cases decides (not-reproduced when it fails on more than half while the positive control passes: the
+    optimum separates from H2O on more than half; not-checkable when the control fails).  The verdict is the worst
+    of the three sides (holds < holds-with-correction < not-reproduced < refuted; synthetic regret cases, benign
+    output, shifted output; a not-checkable side is named and left out).  A policy
+    that wins on both windows: on the benign window winning counts as matching (one-sided reading, the claim's own),
+    so the pattern holds where it also separates on the shift; the two-sided reading ("matches" = within the margin
+    either way) counts a measurable benign win as a failure to match and is reported beside it, as are separation
+    from both H2O and TOVA and the answer-row tracking gap (the surrogate).  Flips on the shifted side: the
+    default's output there set to H2O's (no separation on any case: not-reproduced), and every case separated with
+    the benign output as H2O's and the synthetic pattern everywhere (holds)."""
     cases, margin, pol, old = v["cases"], v["margin"], v["judged"], v["also_reported"]
     regret_verdict, fails = _gda_verdict(cases, pol, margin)
     q_verdict, q_finding, q_res = _quality(v["quality_replay"], v["quality_margin"])
@@ -295,7 +332,9 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         counted = sum(c["full_cache_right"] for c in v["quality_replay"]["cases"].values())
         q_verdict = ("holds" if not q_res["lost"] else "refuted" if len(q_res["lost"]) > counted / 2
                      else "holds-with-correction")
-    verdict = max(regret_verdict, q_verdict if q_verdict in SEVERITY else "holds", key=SEVERITY.index)
+    shift = shift_side(v["shift_replay"], v["quality_margin"], margin)
+    verdict = max(regret_verdict, *(x if x in COMBINED else "holds" for x in (q_verdict, shift["verdict"])),
+                  key=COMBINED.index)
     old_verdict, old_fails = _gda_verdict(cases, old, margin)
     strict_verdict, strict_fails = _gda_verdict(cases, pol, {"relative": 0.0, "per_step": 0.0})
 
@@ -320,12 +359,27 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                                                   "cases"},
         f"{pol}, benign side in the model's output: matches H2O per positive-control prompt at the declared quality "
         "margin": {"verdict": q_verdict, "finding": q_finding}}
+    if q_verdict != "not-checkable":
+        off = sorted(set(q_res["lost"]) | set(q_res["gained"]))
+        readings[f"{pol}, benign side in the model's output, two-sided: within the quality margin of H2O either way "
+                 "(a measurable win is not a match)"] = {
+            "verdict": count_verdict(len(off), counted),
+            "finding": f"within the margin on {counted - len(off)} of {counted}; off it on {', '.join(off) or 'none'}"}
+    readings.update({f"{pol}, {name}": r for name, r in shift["readings"].items()})
+    if shift["verdict"] == "not-checkable":
+        readings[f"{pol}, shifted window in the model's output"] = {"verdict": "not-checkable",
+                                                                    "finding": shift["finding"]}
     quality = ("Benign side in the model's output not judged." if q_verdict == "not-checkable" else
                "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
                f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
                + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
                + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
                  f"{regret_verdict}.")
+    shifted = (f"Shifted window in the model's output not judged ({shift['finding']})."
+               if shift["verdict"] == "not-checkable" else
+               f"On the shifted prompts it separates from H2O in output (H2O measurably worse, it no worse) on "
+               f"{len(shift['separated'])} of {len(shift['counted'])} positive-control prompt/budget cases: shifted "
+               f"reading {shift['verdict']}.  {shift['finding']}.")
     return Decision(
         verdict,
         f"Policy judged: {pol} ({v['judged_params_rule']}; run with " + ", ".join(
@@ -335,9 +389,12 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
         f"suffix on {len(cases) - len(fails)} of {len(cases)} trace/budget cases"
         + (f"; not on {'; '.join(why(n, pol) for n in fails)}" if fails else "")
         + f".  The registered plain {old} shows the pattern on {len(cases) - len(old_fails)} of {len(cases)} "
-          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality,
+          f"({old_verdict}); with a zero margin the default's verdict is {strict_verdict}.  " + quality + "  "
+        + shifted,
         correction=None if verdict != "holds-with-correction" else " ".join(
             ([_gda_correction(cases, fails, margin, why, pol)] if fails else [])
             + ([f"The benign side does not hold in the model's output everywhere: {q_finding}."]
-               if q_verdict == "holds-with-correction" else [])),
+               if q_verdict == "holds-with-correction" else [])
+            + (["The separation on the shifted prompts does not show on every case in the model's output."]
+               if shift["verdict"] == "holds-with-correction" else [])),
         readings=readings)

@@ -109,17 +109,21 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0, seeds: 
 QUALITY_DIR = DATA_DIR / "quality_section10"
 QUALITY_POLICIES = ("Default", "H2O")
 QUALITY_SAME = ("mode", "seed", "top", "opt_top", "prompts")
+QUALITY_READ = ("right", "dnll_answer", "kl_stream")
+SHIFT_DIR = DATA_DIR / "quality_section11_shift"
+SHIFT_POLICIES = ("Default", "H2O", "TOVA")
+SHIFT_READ = QUALITY_READ + ("regret_stream", "regret_answer")
 
 
-def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
-    """The committed quality replay of the Section 10 default and H2O (``realtrace/data/PROVENANCE.md``), read from
-    the ``--json`` documents of ``python -m paper_check quality`` (``<policy>_K<budget>.json`` in ``directory``; no
-    torch needed), or None when the directory holds none.  Both policies must have been replayed with identical
-    settings (budget, mode, seed, ``--top``, prompts) on the same model, and the default with
-    :func:`section10_params` at that budget; anything else is a ``ValueError`` naming the file.  Returns the model,
-    mode and, per ``"<prompt> K=<budget>"``, the prompt's tokens, whether the full cache answers it right (the
-    positive control) and per policy the values a comparison reads: ``right``, ``dnll_answer`` (mean change in the
-    answer tokens' NLL), ``kl_stream`` (mean KL from the full cache over the rows after the budget binds)."""
+def _replay_set(directory: Path, pols: tuple[str, ...], read: tuple[str, ...], with_opt: bool) -> dict | None:
+    """The ``--json`` documents of ``python -m paper_check quality`` (or of :func:`realtrace.quality.run.evaluate`,
+    which it prints) in ``directory``, one or more per budget (``<anything>_K<budget>.json``, each at that budget
+    alone), checked to share their settings and model and to hold, per budget, exactly one run of each policy of
+    ``pols`` configured as :func:`section10_params` says; None when the directory holds none.  Per
+    ``"<prompt> K=<budget>"``: the prompt's tokens, the positive control and per policy the measurements ``read``;
+    with ``with_opt`` also the optimum's (``"OPT"``; every file of a budget carries the same one, read from the
+    first) and its ``opt_gap`` per budget (the mean over prompts, per step, of how far the optimum solved on top rows
+    can be above the exact one)."""
     from realtrace.quality.run import config_label
 
     files = sorted(Path(directory).glob("*_K*.json"))
@@ -130,29 +134,56 @@ def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
     first = next(iter(docs.values()))
     out = {"source": f"realtrace/data/{Path(directory).name}", "files": sorted(docs), "model": first["model"]["exact"],
            "mode": first["settings"]["mode"], "budgets": budgets, "configs": {}, "cases": {}}
+    if with_opt:
+        out["opt_gap"] = {}
+    for name, doc in docs.items():
+        k = int(name[:-len(".json")].rsplit("_K", 1)[1])
+        differ = [key for key in QUALITY_SAME if doc["settings"][key] != first["settings"][key]]
+        if doc["settings"]["budgets"] != [k]:
+            differ.append("budgets")
+        if doc["model"] != first["model"]:
+            differ.append("model")
+        if differ:
+            raise ValueError(f"{directory}/{name}: settings differ from {files[0].name}'s: {', '.join(differ)}")
     for k in budgets:
-        for pol in QUALITY_POLICIES:
-            name = f"{pol}_K{k}.json"
-            if name not in docs:
-                raise ValueError(f"{directory}/{name}: missing (each budget needs {' and '.join(QUALITY_POLICIES)})")
-            doc = docs[name]
-            differ = [key for key in QUALITY_SAME if doc["settings"][key] != first["settings"][key]]
-            if doc["settings"]["budgets"] != [k]:
-                differ.append("budgets")
-            if doc["model"] != first["model"]:
-                differ.append("model")
-            if differ:
-                raise ValueError(f"{directory}/{name}: settings differ from {files[0].name}'s: {', '.join(differ)}")
+        mine = {n: d for n, d in docs.items() if n[:-len(".json")].endswith(f"_K{k}")}
+        for pol in pols:
             label = config_label(pol, section10_params(pol, k))
-            run = [r for r in doc["runs"] if r["kind"] == "policy"]
-            if [r["config"] for r in run] != [label]:
-                raise ValueError(f"{directory}/{name}: expected one policy run {label}, found "
-                                 f"{[r['config'] for r in run]}")
+            found = [(n, r) for n, d in mine.items() for r in d["runs"] if r["kind"] == "policy" and r["config"] == label]
+            if len(found) != 1:
+                runs = [r["config"] for d in mine.values() for r in d["runs"] if r["kind"] == "policy"]
+                raise ValueError(f"{directory}/*_K{k}.json: expected one policy run {label}, found {len(found)}"
+                                 + (" (missing)" if not found else "") + f"; policy runs there: {runs}")
+            (fname, run), = found
             out["configs"][f"{pol} K={k}"] = label
-            for p in doc["prompts"]:
+            opt = [r for r in mine[fname]["runs"] if r["kind"] == "opt"]
+            if with_opt and pol == pols[0]:
+                if len(opt) != 1:
+                    raise ValueError(f"{directory}/{fname}: expected one optimum run, found {len(opt)}")
+                out["opt_gap"][f"K={k}"] = opt[0]["total"]["opt_gap"]
+            for p in mine[fname]["prompts"]:
                 case = out["cases"].setdefault(f"{p['name']} K={k}", {
                     "prompt": p["name"], "budget": k, "tokens": p["tokens"],
                     "full_cache_right": p["full_cache_right"]})
-                got = run[0]["prompts"][p["name"]]
-                case[pol] = {"right": got["right"], "dnll_answer": got["dnll_answer"], "kl_stream": got["kl_stream"]}
+                case[pol] = {q: run["prompts"][p["name"]][q] for q in read}
+                if with_opt and pol == pols[0]:
+                    case["OPT"] = {q: opt[0]["prompts"][p["name"]][q] for q in read}
     return out
+
+
+def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
+    """The committed quality replay of the Section 10 default and H2O on benign prompts
+    (``realtrace/data/PROVENANCE.md``), read without torch by :func:`_replay_set`; a pair whose settings or model
+    differ, or a default not configured by :func:`section10_params`, is a ``ValueError`` naming the file.  Per
+    ``"<prompt> K=<budget>"`` and policy: ``right``, ``dnll_answer`` (mean change in the answer tokens' NLL),
+    ``kl_stream`` (mean KL from the full cache over the rows after the budget binds)."""
+    return _replay_set(directory, QUALITY_POLICIES, QUALITY_READ, with_opt=False)
+
+
+def shift_quality(directory: Path = SHIFT_DIR) -> dict | None:
+    """The committed quality replay of the Section 10 default, H2O and TOVA on the distribution-shifted prompts
+    ``shift-G-dD`` (:mod:`realtrace.quality.prompts`; ``realtrace/data/PROVENANCE.md``), read like
+    :func:`section10_quality`, with each policy's NM regret per step (``regret_stream``: the rows after the budget
+    binds; ``regret_answer``: the rows that predict the answer, the suffix that needs the sleeper) and the
+    optimum's beside them (``"OPT"``; tracking gap = a policy's regret minus the optimum's)."""
+    return _replay_set(directory, SHIFT_POLICIES, SHIFT_READ, with_opt=True)
