@@ -165,7 +165,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     return {
         "press": spec.name, "kvpress_class": spec.cls if not decoding else f"DecodingPress({spec.cls})",
         "mode": "decoding" if decoding else ("head-wise prefill" if spec.headwise else "prefill"),
-        "citation": spec.citation, "keeps": spec.keeps,
+        "citation": spec.citation, "keeps": spec.keeps, "curve": spec.curve,
         "ratio": None if decoding else press_ratio, "budget_arg": budget, "interval": interval if decoding else None,
         "traceset": ts.source, "T": ts.T, "start": start, "charged_rows": ts.T - start, "rows": rows,
         "charged": note, "max_stored_deviation": deviation,
