@@ -37,6 +37,9 @@ class PressSpec:
     headwise: bool = False
     inner: str | None = None  # a press that wraps a scorer press (head-wise ones, CriticalKV, LU-KV)
     needs_curve: bool = False  # LU-KV: runs only with a budget curve file, ``NAME=FILE``
+    # runs on the ``sdpa`` model (head-wise presses; PyramidKV, whose layers' caches differ in length after the
+    # prefill: eager attention builds one decoding mask from layer 0's length and fails on the others)
+    sdpa: bool = False
     curve: str | None = None  # that file (set by :func:`press_spec`)
 
 
@@ -69,7 +72,8 @@ PRESSES: dict[str, PressSpec] = {s.name.lower(): s for s in (
     PressSpec("PyramidKV", "PyramidKVPress", "Cai et al., PyramidKV: Dynamic KV Cache Compression based on Pyramidal "
               "Information Funneling, 2024 (arXiv 2406.02069)", "SnapKV's choice with a per-layer budget falling "
               "linearly from layer 0 to the last, mean K: round(K + K(1 - 1/beta) (1 - 2l / (L - 1))) at beta = 2, "
-              "uniform K when the smallest budget K / beta would be below the 64-query window", params={"beta": 2}),
+              "uniform K when the smallest budget K / beta would be below the 64-query window", params={"beta": 2},
+              sdpa=True),
     PressSpec("CriticalKV", "CriticalKVPress", "Feng et al., Identify Critical KV Cache in LLM Inference from an "
               "Output Perturbation Perspective, 2025 (arXiv 2502.03805)", "half of each head's K by SnapKV's "
               "score, the other half by that score times ||W_o v||_1 (the value's reach into the output)",
