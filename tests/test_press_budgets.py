@@ -144,13 +144,19 @@ def test_criticalkv_keeps_k_per_head_half_of_them_snapkvs(fanned, prompt):
 def test_head_wise_presses_move_budget_between_heads_within_a_layer(fanned, prompt):
     """AdaKV and CriticalAdaKV: each layer's three KV heads keep 3 K together, each at least int(0.2 K) = 25 (the
     safeguard), the split differs across heads; both split by the same rule on SnapKV's scores, so the counts are
-    the same while the kept sets are not."""
+    the same while the kept sets are not.  Within a head AdaKV keeps that head's top positions by SnapKV's score, so
+    its set and SnapKV's are nested, the larger one containing the other (recorded under the right head)."""
     n = prompt.n_prompt
     ada, crit = counts(fanned[f"AdaKV@{K}"], n), counts(fanned[f"CriticalAdaKV@{K}"], n)
     for c in (ada, crit):
         assert (c.sum(axis=1) == H * K).all() and c.min() >= int(0.2 * K) and (c.max(axis=1) > c.min(axis=1)).any()
     assert (ada == crit).all()
-    assert kept_sets(fanned[f"AdaKV@{K}"], n) != kept_sets(fanned[f"CriticalAdaKV@{K}"], n)
+    ada_sets, snap = kept_sets(fanned[f"AdaKV@{K}"], n), kept_sets(fanned[f"SnapKV@{K}"], n)
+    assert ada_sets != kept_sets(fanned[f"CriticalAdaKV@{K}"], n)
+    for layer in range(L):
+        for g in range(H):
+            a, b = ada_sets[layer][g], snap[layer][g]
+            assert (b <= a) if ada[layer, g] >= K else (a <= b), (layer, g)
 
 
 def test_lukv_keeps_what_its_curve_row_gives_each_head(fanned, prompt):
