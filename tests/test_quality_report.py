@@ -18,7 +18,7 @@ MODEL = {"name": "SmolLM2-135M-Instruct", "weights": "Q4_1 GGUF, dequantized to 
 
 def run(config, kind, right, value, gap=None):
     out = {"config": config, "kind": kind, "mode": "open", "budget": 8, "max_resident": 8, "right": right,
-           "opt_gap": gap}
+           "opt_gap": gap, "prompt_kept": 10 * value}
     out.update({q: np.full((30, 3), value) for q in LAYERED})
     out.update({q: value for q in SCALARS})
     return out
@@ -48,6 +48,9 @@ def test_accuracy_counts_only_prompts_the_full_cache_answers_right():
     assert (runs["X"]["right"], runs["X"]["counted"]) == (1, 1)
     assert abs(runs["OPT"]["regret_stream"] - 0.15) < 1e-12  # the mean over the two prompts
     assert runs["OPT"]["opt_gap"] == 0.0 and runs["X"]["opt_gap"] is None
+    # the memory spent on the prompt: the mean over prompts (OPT 1 and 2), the full cache the whole prompt
+    assert abs(runs["OPT"]["prompt_kept"] - 1.5) < 1e-12 and runs["full cache"]["prompt_kept"] == 18
+    assert res["runs"][0]["prompts"]["a"]["prompt_kept"] == 1.0
 
 
 def test_the_report_names_the_model_and_the_reference(tmp_path):

@@ -30,7 +30,8 @@ from .rows import ROW_KINDS
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     """The press command's options (parsing needs neither torch nor kvpress)."""
     ap.add_argument("name", nargs="?", default=None,
-                    help="press: " + ", ".join(s.name for s in PRESSES.values()) + " (or --all)")
+                    help="press: " + ", ".join(s.name for s in PRESSES.values() if not s.needs_curve)
+                    + ", LUKV=FILE (LU-KV with a budget curve, e.g. from allocate --lukv-curve FILE; or --all)")
     ap.add_argument("--all", action="store_true",
                     help="the leaderboard: every bridged press at several budgets, figure and table into --out")
     ap.add_argument("--ratio", type=decimal(0.0, 1.0, open_high=True), default=None,
@@ -54,7 +55,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-answer", action="store_true", help="skip the greedy answer check")
     ap.add_argument("--out", default="press_report", help="with --all: the report folder (default press_report)")
     ap.add_argument("--presses", default=None,
-                    help="with --all: comma-separated press names (default: " + ",".join(ALL_PREFILL) + "; those "
+                    help="with --all: comma-separated press names, LUKV=FILE included (default: "
+                         + ",".join(ALL_PREFILL) + "; those "
                          "among " + ",".join(ALL_DECODING) + " also run decoding)")
     ap.add_argument("--ratios", type=comma_list(decimal(0.0, 1.0, open_high=True)), default="0.5,0.75,0.9,0.95",
                     help="with --all: prefill compression ratios")
@@ -73,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
             raise ParameterError("give a press NAME or --all, not both")
         from .board import leaderboard
 
-        names = [press_spec(n).name for n in args.presses.split(",")] if args.presses else list(ALL_PREFILL)
+        specs = [press_spec(n) for n in args.presses.split(",")] if args.presses else []
+        names = [s.name if s.curve is None else f"{s.name}={s.curve}" for s in specs] or list(ALL_PREFILL)
         board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say,
                             ratios=args.ratios, decoding_budgets=args.decoding_budgets,
                             prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING),

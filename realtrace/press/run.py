@@ -18,7 +18,8 @@ Per press run (:func:`press_traceset`):
      the built-in recall prompts, whether it is the right code).
 
 A head-wise press (:attr:`~realtrace.press.registry.PressSpec.headwise`) runs on a second model instance with
-``sdpa`` attention, whose ``masked_key_indices`` the recorder reads (:mod:`realtrace.press.registry`).
+``sdpa`` attention, whose ``masked_key_indices`` the recorder reads (:mod:`realtrace.press.registry`); so does a
+press that leaves layers' caches of different lengths (PyramidKV, ``PressSpec.sdpa``).
 """
 
 from __future__ import annotations
@@ -134,7 +135,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     from .recorder import run_press
 
     import_kvpress()  # before the model: a missing extra is named in one line
-    lm = get_model("sdpa" if spec.headwise else "eager", threads, say)
+    lm = get_model("sdpa" if spec.headwise or spec.sdpa else "eager", threads, say)
     press = build_press(spec, press_ratio, decoding, interval, budget)
     cpu0 = time.process_time()
     record, model_seconds, press_answer = run_press(lm, press, ids, start, n_prompt if answer else None,
@@ -165,7 +166,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     return {
         "press": spec.name, "kvpress_class": spec.cls if not decoding else f"DecodingPress({spec.cls})",
         "mode": "decoding" if decoding else ("head-wise prefill" if spec.headwise else "prefill"),
-        "citation": spec.citation, "keeps": spec.keeps,
+        "citation": spec.citation, "keeps": spec.keeps, "curve": spec.curve,
         "ratio": None if decoding else press_ratio, "budget_arg": budget, "interval": interval if decoding else None,
         "traceset": ts.source, "T": ts.T, "start": start, "charged_rows": ts.T - start, "rows": rows,
         "charged": note, "max_stored_deviation": deviation,

@@ -227,11 +227,16 @@ def reference_key(identity: dict, ids) -> dict:
     return {"entry": "full-cache reference", **identity, "ids": [int(i) for i in ids]}
 
 
-def press_key(identity: dict, ids, n_prompt: int, press: str, budget: int, ratio: float, kvpress: str) -> dict:
-    """The key of one press's choice at one budget on a prompt."""
+def press_key(identity: dict, ids, n_prompt: int, press: str, budget: int, ratio: float, kvpress: str,
+              curve: str | None = None) -> dict:
+    """The key of one press's choice at one budget on a prompt; a press that reads a budget curve file (LU-KV) is
+    keyed by the file's bytes too, so the same path with another curve is another entry."""
     code = sources_digest(sorted(str(p.relative_to(ROOT)) for p in (ROOT / PRESS_SOURCES).glob("*.py")))
-    return {**reference_key(identity, ids), "entry": "press choice", "kvpress": kvpress, "press_code": code,
-            "press": press, "budget": int(budget), "ratio": float(ratio), "n_prompt": int(n_prompt)}
+    key = {**reference_key(identity, ids), "entry": "press choice", "kvpress": kvpress, "press_code": code,
+           "press": press, "budget": int(budget), "ratio": float(ratio), "n_prompt": int(n_prompt)}
+    if curve is not None:
+        key["curve_sha256"] = hashlib.sha256(Path(curve).read_bytes()).hexdigest()
+    return key
 
 
 def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
@@ -264,19 +269,20 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
         return {}, 0
     from importlib.metadata import version
 
-    from ..press.registry import PRESSES, build_press, ratio_for_budget
+    from ..press.registry import build_press, press_spec, ratio_for_budget
     from .replay import trace_pass
 
     identity, kv_version = model_identity(lm), version("kvpress")
     wanted = {f"{name}@{k}": (name, k, ratio_for_budget(prompt.n_prompt, k)) for name in presses for k in budgets}
-    keys = {label: press_key(identity, prompt.ids, prompt.n_prompt, name, k, ratio, kv_version)
+    specs = {name: press_spec(name) for name in presses}
+    keys = {label: press_key(identity, prompt.ids, prompt.n_prompt, name, k, ratio, kv_version, specs[name].curve)
             for label, (name, k, ratio) in wanted.items()}
     found = {label: store.read("press", keys[label]) for label in wanted}
     out = {label: arrays["drop"].astype(np.int64) for label, arrays in found.items() if arrays is not None}
     missing = [label for label in wanted if label not in out]
     if missing:
-        fan = [(label, build_press(PRESSES[wanted[label][0].lower()], wanted[label][2], False, 1, None),
-                PRESSES[wanted[label][0].lower()].headwise) for label in missing]
+        fan = [(label, build_press(specs[wanted[label][0]], wanted[label][2], False, 1, None),
+                specs[wanted[label][0]].headwise) for label in missing]
         made = trace_pass(lm, list(prompt.ids), prompt.n_prompt, lm.model.config.num_key_value_heads, None, fan,
                           prompt.name)[1]
         for label in missing:

@@ -38,8 +38,8 @@ DEFAULT_OUT = "quality_report"
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("name", nargs="?", default=None,
                     help="a registered NM policy or module:Class (closed loop by default), press:NAME (a bridged "
-                         "kvpress prefill press), OPT (the exact NM optimum; variants: "
-                         f"{', '.join(v for v in VARIANTS if v != OPT)}) or file:PATH (a saved schedule)")
+                         "kvpress prefill press; press:LUKV=FILE with a budget curve .npy), OPT (the exact NM "
+                         f"optimum; variants: {', '.join(v for v in VARIANTS if v != OPT)}) or file:PATH (a saved schedule)")
     ap.add_argument("--all", action="store_true",
                     help="every registered NM policy, every bridged prefill press and OPT; writes --out")
     ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head (OPT:static and OPT:coupled share the "
@@ -59,8 +59,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--mode", choices=("closed", "open", "both"), default="closed",
                     help="policies: inside the pass observing the model under their own evictions (closed), on "
                          "the full-cache trace (open), or both")
-    ap.add_argument("--policies", type=comma_list(str), default=None,
-                    help="with --all: these policies instead of every registered NM policy")
+    ap.add_argument("--policies", type=comma_list(str, none=True), default=None,
+                    help="with --all: these policies instead of every registered NM policy ('none' for no policies)")
     ap.add_argument("--presses", type=comma_list(str, none=True), default=None,
                     help="with --all: these presses instead of every bridged prefill press ('none' for no presses)")
     ap.add_argument("--param", "-p", action="append", default=[], metavar="NAME=VALUE",

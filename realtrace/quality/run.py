@@ -45,6 +45,10 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
 * ``opt_gap`` (the optimum only) -- its complete-row cost minus the optimum of the rows it was solved on, per step
   (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
   from the exact optimum with ``opt_top``;
+* ``prompt_kept`` -- the memory a schedule spends on the prompt: prompt positions resident at the first answer
+  step, mean over layers and KV heads (a prefill press: what it kept, ``K`` for a uniform one, the same total over
+  the 90 heads when its per-layer or per-head budgets average ``K``; the lazy optimum: ``K - 1``, the answer's first
+  token takes a slot);
 * ``error`` and ``displaced`` -- the attention-output error and the displaced mass of each layer and KV head, mean
   over the *stream* rows;
 * ``kl``, ``dnll``, ``top1`` -- per row against the full cache on the same tokens, averaged over two scopes:
@@ -114,9 +118,11 @@ def parse_config(text: str, mode: str = "closed", params: dict | None = None) ->
         from ..press.registry import press_spec
 
         spec = press_spec(text.split(":", 1)[1])
-        if spec.name not in _prefill_presses():
+        if spec.name not in _prefill_presses() and not spec.needs_curve:
             raise ParameterError(f"press {spec.name}: not a bridged prefill press")
-        return [Config("press", spec.name, "closed", f"press:{spec.name}")]
+        if spec.curve is None:
+            return [Config("press", spec.name, "closed", f"press:{spec.name}")]
+        return [Config("press", f"{spec.name}={spec.curve}", "closed", f"press:{spec.name}={Path(spec.curve).name}")]
     if text.lower().startswith("file:"):
         path = text.split(":", 1)[1]
         if not Path(path).is_file():
@@ -300,6 +306,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
            "max_resident": int(counts.max()), "max_resident_total": int(counts.sum(axis=0).max()),
+           "prompt_kept": float((drops[:, :, :n_prompt] > n_prompt).sum(axis=2).mean()),
            "right": answer_right(argmax[a0:], ref.targets[a0:]),
            "opt_gap": None if gap is None else float(gap.mean() / T),
            "regret_sum": float(regret.sum()), "opt_lower": None if gap is None else float(regret.sum() - gap.sum())}
@@ -381,6 +388,7 @@ def aggregate(results: list[dict], layer_groups) -> dict:
         total["nll_answer"] = _mean(p["nll_answer_full"] + run["dnll_answer"] for p, run in items)
         total["opt_gap"] = _mean(run["opt_gap"] for _, run in items)
         total.update({q: _mean(run.get(q) for _, run in items) for q in SUMS})
+        total["prompt_kept"] = _mean(run["prompt_kept"] for _, run in items)
         right = [p["name"] for p, run in items if p["name"] in counted and run["right"]]
         total.update(accuracy=len(right) / len(counted) if counted else None, right=len(right), counted=len(counted))
         groups = {g: {q: float(layers[q][list(rng)].mean()) for q in LAYERED}
@@ -392,7 +400,8 @@ def aggregate(results: list[dict], layer_groups) -> dict:
             "total": total, "groups": groups,
             "layers": {q: layers[q].mean(axis=1).tolist() for q in LAYERED},
             "prompts": {p["name"]: {**{q: float(np.mean(run[q])) for q in LAYERED},
-                                    **{q: run[q] for q in SCALARS + SUMS if q in run}, "right": bool(run["right"])}
+                                    **{q: run[q] for q in SCALARS + SUMS if q in run}, "right": bool(run["right"]),
+                                    "prompt_kept": run["prompt_kept"]}
                         for p, run in items},
         })
     return {"prompts": prompts, "excluded": [p["name"] for p in prompts if not p["full_cache_right"]],
@@ -406,6 +415,7 @@ def full_cache_run(prompts: list[dict], layer_groups) -> dict:
     total = {**zero, **{q: 1.0 if q.startswith("top1") else 0.0 for q in SCALARS}, "opt_gap": None,
              "regret_sum": 0.0, "opt_lower": None,
              "nll_answer": _mean(p["nll_answer_full"] for p in prompts),
+             "prompt_kept": _mean(p["prompt_tokens"] for p in prompts),
              "accuracy": 1.0 if counted else None, "right": counted, "counted": counted}
     return {"config": FULL, "kind": "full", "mode": "open", "budget": None,
             "max_resident": max(p["tokens"] for p in prompts), "max_resident_total": None, "total": total,
