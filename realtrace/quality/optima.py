@@ -25,7 +25,20 @@ def mass_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarr
             np.array([[cost - lower for _, lower, cost in row] for row in solved]))
 
 
-VARIANTS = {OPT: mass_optimum}
+def value_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``OPT:value``: every layer's and KV head's exact NM optimum of the value-aware surrogate at ``k`` -- the lost
+    entries' ``a[t, i] ||v_i - o_t||``, ``o_t`` the full-cache output of the KV head (paper §3, §9;
+    :mod:`realtrace.quality.value_cost`) -- made lazy like ``OPT``; ``gap`` is in the same value units."""
+    from .value_cost import value_costs
+    from .value_cost import value_optimum as solve
+
+    solved = [[solve(value_costs(ref.rows(layer, g).numpy(), ref.values(layer, g)), k, opt_top) for g in range(ref.H)]
+              for layer in range(ref.L)]
+    return (np.array([[d for d, _, _ in row] for row in solved]),
+            np.array([[cost - lower for _, lower, cost in row] for row in solved]))
+
+
+VARIANTS = {OPT: mass_optimum, OPT + ":value": value_optimum}
 
 
 def variant_name(text: str) -> str | None:
@@ -38,4 +51,4 @@ def opt_schedule(ref, name: str, k: int, opt_top: int | None) -> tuple[np.ndarra
     return VARIANTS[name](ref, k, opt_top)
 
 
-__all__ = ["OPT", "VARIANTS", "mass_optimum", "opt_schedule", "variant_name"]
+__all__ = ["OPT", "VARIANTS", "mass_optimum", "opt_schedule", "value_optimum", "variant_name"]

@@ -31,9 +31,13 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
 
 * ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
   (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
+* ``value`` -- the schedule's value-weighted cost on the same complete rows: every lost entry ``a[t, i]`` weighted
+  by ``||v_i - o_t||``, ``o_t`` the full-cache output of the KV head (the first-order output error bound of paper
+  §3 and §9, :mod:`realtrace.quality.value_cost`; the cost ``OPT:value`` minimizes), per step, mean over traces;
 * ``opt_gap`` (the optimum only) -- its complete-row cost minus the optimum of the rows it was solved on, per step
   (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
-  from the exact optimum with ``opt_top``;
+  from the exact optimum with ``opt_top`` (in the units of the cost the variant minimizes: mass for ``OPT``, value
+  cost for ``OPT:value``);
 * ``error`` and ``displaced`` -- the attention-output error and the displaced mass of each layer and KV head, mean
   over the *stream* rows;
 * ``kl``, ``dnll``, ``top1`` -- per row against the full cache on the same tokens, averaged over two scopes:
@@ -164,13 +168,20 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(ref: "_Reference", drops: np.ndarray) -> np.ndarray:
+def _charged(ref: "_Reference", drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret (Eq. 4) on the complete rows of the
-    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed)."""
+    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed), and its value-weighted cost on the
+    same entries (each lost ``a[t, i]`` times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`)."""
     from .exact import charge
+    from .value_cost import value_costs
 
-    return np.stack([np.stack([charge(ref.rows(layer, g), drops[layer, g]) for g in range(ref.H)])
-                     for layer in range(ref.L)])
+    regret, value = np.zeros((2, ref.L, ref.H, ref.T))
+    for layer in range(ref.L):
+        for g in range(ref.H):
+            rows = ref.rows(layer, g).numpy()
+            regret[layer, g] = charge(rows, drops[layer, g])
+            value[layer, g] = charge(value_costs(rows, ref.values(layer, g)), drops[layer, g])
+    return regret, value
 
 
 class _Reference:
@@ -211,6 +222,10 @@ class _Reference:
 
         query, key, _ = self.qkv[layer]
         return head_rows(self.torch, query, key, g, self.scaling)
+
+    def values(self, layer: int, g: int) -> np.ndarray:
+        """The value vectors ``(T, head dim)`` of layer ``layer``, KV head ``g`` in the full cache, float64."""
+        return self.qkv[layer][2][0, g].to(self.torch.float64).numpy()
 
     def trace(self, layer: int, g: int, top: int | None):
         """:meth:`rows` as a trace, complete (``top=None``) or cut to ``top`` entries per row."""
@@ -290,14 +305,14 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
-    regret = _charged(ref, drops)
+    regret, value = _charged(ref, drops)
     a0 = n_prompt - 1
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
            "max_resident": int(max(resident_counts(d).max() for d in drops.reshape(-1, T))),
            "right": answer_right(argmax[a0:], ref.targets[a0:]),
            "opt_gap": None if gap is None else float(gap.mean() / T)}
     for scope, r0 in (("stream", k), ("answer", a0)):
-        for name, per_step in (("regret", regret), ("error", error), ("displaced", displaced)):
+        for name, per_step in (("regret", regret), ("value", value), ("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
         for name, per_row in (("kl", kl), ("dnll", dnll), ("top1", top1)):
             out[f"{name}_{scope}"] = scope_mean(per_row, r0, T - 1)
@@ -341,7 +356,7 @@ def run_task(task: dict) -> dict:
 
 SCOPES = ("stream", "answer")
 SCALARS = tuple(f"{q}_{s}" for s in SCOPES for q in ("kl", "dnll", "top1"))
-LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "error", "displaced"))
+LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "value", "error", "displaced"))
 
 
 def _mean(values) -> float | None:
