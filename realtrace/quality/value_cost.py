@@ -28,17 +28,24 @@ import numpy as np
 
 from .schedule import drop_from_evictions, lazy_drop
 
+REFINE = 1e-4  # below this share of |v|^2 + |o|^2 a squared distance is recomputed directly (value_distance)
+
 
 def value_distance(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     """``(T, T)``: ``||v_i - o_t||`` for ``i <= t`` (0 above the diagonal), ``o = rows @ values`` the full-cache
     output of the head.  ``rows`` ``(T, T)`` causal attention rows, ``values`` ``(T, d)``; float64.  Formed as
-    ``sqrt(|v_i|^2 + |o_t|^2 - 2 o_t . v_i)`` (one matrix product; clipped at 0, absolute error about
-    ``1e-8 |v|`` where ``v_i ~ o_t``)."""
+    ``sqrt(|v_i|^2 + |o_t|^2 - 2 o_t . v_i)`` (one matrix product), which cancels where ``v_i ~ o_t`` -- exactly
+    the aligned values this cost is about -- so every entry whose square is below ``REFINE`` times
+    ``|v_i|^2 + |o_t|^2`` is recomputed as the norm of the difference; the others carry a relative error of a few
+    ``eps / REFINE`` (about 1e-11)."""
     a = np.asarray(rows, dtype=np.float64)
     v = np.asarray(values, dtype=np.float64)
     o = a @ v
-    sq = (v * v).sum(axis=1)[None, :] + (o * o).sum(axis=1)[:, None] - 2.0 * (o @ v.T)
-    return np.tril(np.sqrt(np.maximum(sq, 0.0)))
+    scale = (v * v).sum(axis=1)[None, :] + (o * o).sum(axis=1)[:, None]
+    sq = np.tril(scale - 2.0 * (o @ v.T))
+    t, i = np.nonzero(np.tril(sq < REFINE * scale))
+    sq[t, i] = ((v[i] - o[t]) ** 2).sum(axis=1)
+    return np.sqrt(np.maximum(sq, 0.0))
 
 
 def value_costs(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
