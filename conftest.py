@@ -4,7 +4,8 @@ Profiles: ``ci`` (derandomized, bounded; selected when the ``CI`` environment va
 default: random, moderate), ``deep`` (many examples; select with ``HYPOTHESIS_PROFILE=deep``).
 Slow tests (larger k, longer sequences) run with ``--runslow`` or ``KV_SLOW=1``.  ``--regen-golden`` rewrites the
 policies' golden snapshot (tests/test_golden.py) instead of comparing with it, and with ``--runslow`` the committed
-measurement of the surrogate's failure directions (theorems/test_surrogate_directions.py, realtrace/data/value_directions).
+measurement of the surrogate's failure directions (theorems/test_surrogate_directions.py,
+realtrace/data/value_directions).
 """
 
 import os
