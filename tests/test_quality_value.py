@@ -153,3 +153,18 @@ def test_ordinary_traces_keep_their_row_check():
     """The cost entry point does not weaken AttentionTrace: a row summing above 1 is still refused there."""
     with pytest.raises(Exception, match="row sums to"):
         AttentionTrace(np.array([0, 1]), np.array([0]), np.array([1.5]), None, "heavy")
+
+
+def test_quality_help_names_the_value_optimum():
+    from tests.command_line import run_module
+
+    code, out, err = run_module("paper_check", "quality", "--help", timeout=300)
+    assert code == 0 and "OPT:value" in out and "||v_i - o_t||" in " ".join(out.split()), err[-500:]
+
+
+def test_value_optimum_is_parsed_like_opt():
+    from realtrace.quality.run import parse_config
+
+    assert parse_config("opt:VALUE")[0].spec == "OPT:value"
+    with pytest.raises(ParameterError, match="unknown optimum"):
+        parse_config("OPT:values")

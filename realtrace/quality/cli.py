@@ -24,6 +24,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, parse_param, whole_number
 
 from ..model import MODEL_EXACT
+from .optima import OPT, VARIANTS
 from .prompts import DEFAULT, FAMILIES
 
 DEFAULT_BUDGETS = (32, 64, 128, 256)
@@ -33,7 +34,9 @@ DEFAULT_OUT = "quality_report"
 def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("name", nargs="?", default=None,
                     help="a registered NM policy or module:Class (closed loop by default), press:NAME (a bridged "
-                         "kvpress prefill press), OPT (the exact NM optimum) or file:PATH (a saved schedule)")
+                         "kvpress prefill press), OPT (the exact NM optimum) or one of its variants ("
+                         + ", ".join(v for v in VARIANTS if v != OPT) + "; OPT:value minimizes the value-weighted "
+                         "cost a[t,i] ||v_i - o_t||), or file:PATH (a saved schedule)")
     ap.add_argument("--all", action="store_true",
                     help="every registered NM policy, every bridged prefill press and OPT; writes --out")
     ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head")

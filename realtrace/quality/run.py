@@ -15,6 +15,9 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
      ``opt_top`` solved on the top ``opt_top`` entries per row instead, its distance from the optimum bounded and
      reported (``opt_gap``);
+   * ``OPT:VARIANT`` -- another exact optimum of :mod:`realtrace.quality.optima`, e.g. ``OPT:value``: the exact NM
+     optimum of the value-weighted cost ``a[t, i] ||v_i - o_t||`` (:mod:`realtrace.quality.value_cost`), lazy, open
+     loop; ``OPT`` always runs beside it;
    * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
      head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`, observing the complete row the model
      computes over its resident set, or its ``top`` largest entries), or open loop (``kvcore.engine.run_nm`` on
