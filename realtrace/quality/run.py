@@ -15,9 +15,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
      ``opt_top`` solved on the top ``opt_top`` entries per row instead, its distance from the optimum bounded and
      reported (``opt_gap``);
-   * ``OPT:VARIANT`` -- another exact optimum of :mod:`realtrace.quality.optima`, e.g. ``OPT:value``: the exact NM
-     optimum of the value-weighted cost ``a[t, i] ||v_i - o_t||`` (:mod:`realtrace.quality.value_cost`), lazy, open
-     loop; ``OPT`` always runs beside it;
+   * ``OPT:VARIANT`` -- another optimum of :mod:`realtrace.quality.optima` (``OPT:value``: of the ``value`` cost
+     below), lazy, open loop, with ``OPT`` beside it;
    * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
      head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`, observing the complete row the model
      computes over its resident set, or its ``top`` largest entries), or open loop (``kvcore.engine.run_nm`` on
@@ -34,9 +33,8 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
 
 * ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
   (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
-* ``value`` -- the schedule's value-weighted cost on the same complete rows: every lost entry ``a[t, i]`` weighted
-  by ``||v_i - o_t||``, ``o_t`` the full-cache output of the KV head (the first-order output error bound of paper
-  §3 and §9, :mod:`realtrace.quality.value_cost`; the cost ``OPT:value`` minimizes), per step, mean over traces;
+* ``value`` -- its value-weighted cost on the same rows: each lost ``a[t, i]`` times ``||v_i - o_t||``, ``o_t`` the
+  KV head's full-cache output (paper §3, §9, :mod:`realtrace.quality.value_cost`), per step, mean over traces;
 * ``opt_gap`` (the optimum only) -- its complete-row cost minus the optimum of the rows it was solved on, per step
   (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
   from the exact optimum with ``opt_top`` (in the units of the cost the variant minimizes: mass for ``OPT``, value
