@@ -21,10 +21,10 @@ MARGIN = 0.10  # the declared significance rule's "a tenth of the reference's ow
 @claim("surrogate-failure-directions", "§3, §9 (beyond SPEC's catalogue)", "The mass surrogate is the right "
        "first-order object, but it can understate the cost when an evicted token carries an outlier value the "
        "retained tokens cannot reconstruct, and overstate it when the evicted value aligns with the retained "
-       "average.")
+       "average.", sizes={"control_T": (40, 80)})  # the planted control's length (the measurement is committed)
 def surrogate_failure_directions(ctx: Context) -> Computed:
     d = cached(committed_directions)
-    control = cached(planted_control)
+    control = cached(planted_control, T=ctx.sizes["control_T"])
     if d is None:
         return Computed({"measured": False, "control": control}, {"directions": "outlier values and aligned values"},
                         {"test": TEST, "missing": MISSING})
