@@ -3,9 +3,11 @@
 Profiles: ``ci`` (derandomized, bounded; selected when the ``CI`` environment variable is set), ``dev`` (the
 default: random, moderate), ``deep`` (many examples; select with ``HYPOTHESIS_PROFILE=deep``).
 Slow tests (larger k, longer sequences) run with ``--runslow`` or ``KV_SLOW=1``.  ``--regen-golden`` rewrites the
-policies' golden snapshot (tests/test_golden.py) instead of comparing with it.  The quality runs' reference cache
-(``KV_QUALITY_CACHE``, :mod:`realtrace.quality.cache`) points into the session's temporary directory, for the tests
-and every command they start, so a test run neither reads nor fills the user's cache.
+policies' golden snapshot (tests/test_golden.py) instead of comparing with it, and with ``--runslow`` the committed
+measurement of the surrogate's failure directions (theorems/test_surrogate_directions.py,
+realtrace/data/value_directions).  The quality runs' reference cache (``KV_QUALITY_CACHE``,
+:mod:`realtrace.quality.cache`) points into the session's temporary directory, for the tests and every command they
+start, so a test run neither reads nor fills the user's cache.
 """
 
 import os
@@ -33,7 +35,8 @@ def pytest_addoption(parser):
     parser.addoption("--runslow", action="store_true", default=False,
                      help="run slow tests (larger k and longer sequences)")
     parser.addoption("--regen-golden", action="store_true", default=False,
-                     help="rewrite tests/golden/policies.json from the current policies (review the diff!)")
+                     help="rewrite tests/golden/policies.json from the current policies, and with --runslow "
+                          "realtrace/data/value_directions from the model (review the diff!)")
 
 
 def pytest_collection_modifyitems(config, items):

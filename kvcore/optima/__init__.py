@@ -4,7 +4,8 @@
              argument, so its result is ``certified``).
 ``rm_opt``   recompute/paging model with per-request costs and several requests per step: min-cost flow.
 ``nm_opt``   no-refetch model: min-cost flow with each token's chain contracted to one node, ``O(nnz)`` arcs;
-             ``cost`` is the optimum's regret (paper Eq. 4).
+             ``cost`` is the optimum's regret (paper Eq. 4); ``nm_opt_costs`` the same flow with any non-negative
+             cost per (step, token) (a dense lower-triangular array, rows need not sum to 1).
 ``optimum``  dispatcher.
 ``future_mass_heuristic``  the paper's Section 4 "keep the k tokens with most future mass" rule (NM; not optimal).
 ``furthest_next_heuristic``  the paper's Section 4 "evict the furthest next above-threshold attention" rule (RM;
@@ -26,12 +27,12 @@ from .belady import belady
 from .brute import brute_nm, brute_rm
 from .furthest_next import furthest_next_heuristic
 from .future_mass import future_mass_heuristic
-from .nm_flow import nm_opt
+from .nm_flow import nm_opt, nm_opt_costs
 from .result import OptResult
 from .rm_flow import rm_opt
 
 __all__ = ["OptResult", "belady", "brute_nm", "brute_rm", "furthest_next_heuristic", "future_mass_heuristic", "nm_opt",
-           "optimum", "rm_opt"]
+           "nm_opt_costs", "optimum", "rm_opt"]
 
 
 def optimum(trace: PagingTrace | AttentionTrace, capacity: int, model: str = "rm", theta: float = 0.1,

@@ -37,6 +37,7 @@ from fractions import Fraction
 import numpy as np
 
 from ..engine import check_capacity
+from ..errors import ParameterError
 from ..traces import AttentionTrace
 from .mincost import DEFAULT_SOLVER, FlowNetwork, as_objects, bit_length, check_solver, exact_integers, solve
 from .result import OptResult
@@ -93,10 +94,40 @@ def nm_opt(trace: AttentionTrace, capacity: int, solver: str = DEFAULT_SOLVER, r
 
     ``solver``: a backend of :mod:`kvcore.optima.mincost`; every backend returns a certified exact optimum.  ``cost``
     is the correctly rounded sum of the lost entries."""
-    h = check_capacity(capacity)
+    res = _entries_opt(trace.T, *entries_by_token(trace), check_capacity(capacity), solver, record)
+    res.unattributed = float(trace.residual.sum())
+    return res
+
+
+def nm_opt_costs(costs: np.ndarray, capacity: int, solver: str = DEFAULT_SOLVER, record: bool = False,
+                 what: str = "costs") -> OptResult:
+    """The same optimum with an arbitrary non-negative cost per (step, token) instead of an attention row: the
+    no-refetch schedule with ``capacity`` slots that minimizes ``sum_t sum_{i <= t, i not in R_t} costs[t, i]``.
+
+    The network of the module docstring never uses that a row sums to 1 (only that each entry's cost is charged at
+    its step while the token is absent), so any non-negative per-entry costs give an exact optimum the same way --
+    e.g. attention mass times how far a value lies from the output (:mod:`realtrace.quality.value_cost`), whose rows
+    do not sum to 1 and which :class:`~kvcore.traces.AttentionTrace` therefore refuses.  ``costs`` is a dense
+    ``(T, T)`` array, lower triangular (``costs[t, i]`` for ``i <= t``; an entry above the diagonal, a negative, NaN
+    or infinite one is a one-line :class:`~kvcore.errors.ParameterError` naming ``what`` and the step)."""
+    c = np.asarray(costs, dtype=np.float64)
+    if c.ndim != 2 or c.shape[0] != c.shape[1]:
+        raise ParameterError(f"{what}: must be a square (T, T) array of per-(step, token) costs, got shape {c.shape}")
+    for bad, why in ((~np.isfinite(c), "is not finite"), (c < 0, "is negative"),
+                     (np.triu(c, 1) != 0, "is a future token's (above the diagonal)")):
+        if bad.any():
+            t, i = (int(x) for x in np.argwhere(bad)[0])
+            raise ParameterError(f"{what}: step {t}: the cost of token {i} {why}: {c[t, i]}")
+    step, tok = np.nonzero(c)
+    order = np.lexsort((step, tok))
+    return _entries_opt(c.shape[0], tok[order], step[order], c[step[order], tok[order]], check_capacity(capacity),
+                        solver, record)
+
+
+def _entries_opt(T: int, tok: np.ndarray, step: np.ndarray, w: np.ndarray, h: int, solver: str, record: bool
+                 ) -> OptResult:
+    """The optimum of the positive entries ``(tok, step, w)`` sorted by token, then step (:func:`entries_by_token`)."""
     check_solver(solver)
-    T = trace.T
-    tok, step, w = entries_by_token(trace)
     nnz = tok.size
     tokens, first = np.unique(tok, return_index=True)
     counts = np.diff(np.append(first, nnz))  # entries per token
@@ -116,4 +147,4 @@ def nm_opt(trace: AttentionTrace, capacity: int, solver: str = DEFAULT_SOLVER, r
         order = np.lexsort((tokens_dropped, drop[tokens_dropped]))
         evictions = list(zip(drop[tokens_dropped][order].tolist(), tokens_dropped[order].tolist()))
     return OptResult(math.fsum(w[lost].tolist()), int(np.count_nonzero(lost)), h, "nm", evictions, sol.solver,
-                     sol.gap_bound, float(trace.residual.sum()), certified=True)
+                     sol.gap_bound, 0.0, certified=True)

@@ -39,7 +39,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("name", nargs="?", default=None,
                     help="a registered NM policy or module:Class (closed loop by default), press:NAME (a bridged "
                          "kvpress prefill press; press:LUKV=FILE with a budget curve .npy), OPT (the exact NM "
-                         f"optimum; variants: {', '.join(v for v in VARIANTS if v != OPT)}) or file:PATH (a saved schedule)")
+                         "optimum) or one of its variants (" + ", ".join(v for v in VARIANTS if v != OPT)
+                         + "; OPT:value minimizes the value-weighted cost a[t,i] ||v_i - o_t||), or file:PATH (a "
+                         "saved schedule)")
     ap.add_argument("--all", action="store_true",
                     help="every registered NM policy, every bridged prefill press and OPT; writes --out")
     ap.add_argument("--budget", type=whole_number(1), default=None, help="cache size K per layer and KV head (OPT:static and OPT:coupled share the "

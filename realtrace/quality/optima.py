@@ -79,7 +79,20 @@ def coupled_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.nd
     return drops, cost - np.asarray(res.per_head).reshape(ref.L, ref.H)
 
 
-VARIANTS = {OPT: mass_optimum, "OPT:static": static_optimum, "OPT:coupled": coupled_optimum}
+def value_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarray]:
+    """``OPT:value``: every layer's and KV head's exact NM optimum of the value-aware surrogate at ``k`` -- the lost
+    entries' ``a[t, i] ||v_i - o_t||``, ``o_t`` the full-cache output of the KV head (paper §3, §9;
+    :mod:`realtrace.quality.value_cost`) -- made lazy like ``OPT``; ``gap`` is in the same value units."""
+    from .value_cost import value_costs
+    from .value_cost import value_optimum as solve
+
+    solved = [[solve(value_costs(ref.rows(layer, g).numpy(), ref.values(layer, g)), k, opt_top) for g in range(ref.H)]
+              for layer in range(ref.L)]
+    return (np.array([[d for d, _, _ in row] for row in solved]),
+            np.array([[cost - lower for _, lower, cost in row] for row in solved]))
+
+
+VARIANTS = {OPT: mass_optimum, "OPT:static": static_optimum, "OPT:coupled": coupled_optimum, "OPT:value": value_optimum}
 
 
 def variant_name(text: str) -> str | None:
@@ -92,4 +105,5 @@ def opt_schedule(ref, name: str, k: int, opt_top: int | None) -> tuple[np.ndarra
     return VARIANTS[name](ref, k, opt_top)
 
 
-__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optimum", "opt_schedule", "static_optimum", "variant_name"]
+__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optimum", "opt_schedule", "static_optimum", "value_optimum",
+           "variant_name"]

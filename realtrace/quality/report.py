@@ -4,7 +4,7 @@ Everything written goes through :mod:`kvcore.atomic` (a temporary name renamed o
 timestamps, so the same result gives the same bytes).  Files in ``--out``:
 
 * ``quality.json`` -- the result of :func:`realtrace.quality.run.evaluate` (without per-step arrays);
-* ``quality.md``   -- per budget, one row per configuration: regret, attention-output error and displaced mass per
+* ``quality.md``   -- per budget, one row per configuration: regret, value-weighted cost, attention-output error and displaced mass per
   layer group and in total, and every output metric, beside the exact optimum and the full cache;
 * ``quality_vs_budget.png`` / ``.svg`` -- six panels against the budget;
 * with ``--steps``: ``steps/<config>_K<k>.npz`` per run, per prompt ``drop_<prompt>`` (the schedule, reusable as
@@ -48,15 +48,16 @@ def _row(run: dict) -> list[str]:
     total = run.get("max_resident_total")
     return ([run["config"], "-" if run["budget"] is None else str(run["budget"]),
              str(run["max_resident"]) + ("" if total is None else f" / {total}")]
-            + [_f(g[x]["regret_stream"]) for x in GROUPS if x in g] + [_f(t["regret_stream"]), _f(t["opt_gap"], 6)]
+            + [_f(g[x]["regret_stream"]) for x in GROUPS if x in g]
+            + [_f(t["regret_stream"]), _f(t["opt_gap"], 6), _f(t.get("value_stream"))]
             + [_f(g[x]["error_stream"]) for x in GROUPS if x in g] + [_f(t["error_stream"]), _f(t["displaced_stream"])]
-            + [_f(t["kl_stream"]), _f(t["top1_stream"], 3), _f(t["regret_answer"]), _f(t["error_answer"]),
-               _f(t["kl_answer"]), _f(t["dnll_answer"], 3), acc])
+            + [_f(t["kl_stream"]), _f(t["top1_stream"], 3), _f(t["regret_answer"]), _f(t.get("value_answer")),
+               _f(t["error_answer"]), _f(t["kl_answer"]), _f(t["dnll_answer"], 3), acc])
 
 
-HEADER = (["config", "K", "peak (trace / all)"] + [f"regret {g}" for g in GROUPS] + ["regret", "OPT gap"]
-          + [f"error {g}" for g in GROUPS] + ["error", "displaced", "KL", "top-1", "regret (ans)", "error (ans)",
-                                              "KL (ans)", "dNLL (ans)", "accuracy"])
+HEADER = (["config", "K", "peak (trace / all)"] + [f"regret {g}" for g in GROUPS] + ["regret", "OPT gap", "value"]
+          + [f"error {g}" for g in GROUPS] + ["error", "displaced", "KL", "top-1", "regret (ans)", "value (ans)",
+                                              "error (ans)", "KL (ans)", "dNLL (ans)", "accuracy"])
 
 
 def table(runs: list[dict]) -> str:
@@ -86,7 +87,10 @@ def markdown(res: dict) -> str:
         lines += ["", f"## Budget K = {k}", "", table([r for r in res["runs"] if r["budget"] == k] + full)]
     lines += ["", "Columns: regret = NM regret per step of the schedule on the complete attention rows of the full "
               "cache (paper Eq. 4); OPT gap = the optimum's cost minus the optimum of the rows it was solved on, per "
-              "step (0 up to rounding on complete rows; otherwise a bound on its distance from optimal); error = relative L2 error of the "
+              "step (0 up to rounding on complete rows; otherwise a bound on its distance from optimal; in value units for "
+              "OPT:value); value = the value-weighted cost per step, every lost entry a[t, i] times ||v_i - o_t|| "
+              "(o_t the full-cache output of the KV head: the first-order bound of the output error, paper Sections 3 "
+              "and 9; the cost OPT:value minimizes); error = relative L2 error of the "
               "attention output against the full cache with the same queries, keys and values (the quantity the "
               "paper's Section 9 surrogate linearises); displaced = the full-cache attention on evicted keys in that "
               "run; KL = KL(full || evicted) of the next-token distribution; top-1 = share of rows whose argmax "
@@ -111,10 +115,11 @@ def summary(res: dict, name: str) -> str:
         rows = [r for r in res["runs"] if r["budget"] == k and r["config"] == name]
         rows += [r for r in res["runs"] if r["budget"] == k and r["kind"] == "opt" and r["config"] != name] + full
         out += ["", f"budget K = {k:<26d}" + "".join(f"{r['config'][:20]:>21s}" for r in rows)]
-        for label, key in (("regret per step", "regret_stream"), ("attention-output error", "error_stream"),
+        for label, key in (("regret per step", "regret_stream"), ("value-weighted cost", "value_stream"),
+                           ("attention-output error", "error_stream"),
                            ("displaced mass", "displaced_stream")):
             for g in (*GROUPS, "total"):
-                vals = [r["total"][key] if g == "total" else r["groups"].get(g, {}).get(key) for r in rows]
+                vals = [r["total"].get(key) if g == "total" else r["groups"].get(g, {}).get(key) for r in rows]
                 out.append(f"  {label if g == 'early' else '':24s}{g:>8s}" + "".join(f"{_f(v):>21s}" for v in vals))
         out.append(f"  {'OPT gap bound':24s}{'total':>8s}" + "".join(f"{_f(r['total']['opt_gap'], 6):>21s}" for r in rows))
         for label, key, digits in (("KL(full || evicted)", "kl", 4), ("change in NLL", "dnll", 3),
@@ -126,7 +131,8 @@ def summary(res: dict, name: str) -> str:
             f"{'-' if r['total']['accuracy'] is None else str(r['total']['right']) + '/' + str(r['total']['counted']):>21s}"
             for r in rows))
     out += ["", "stream = rows after the budget binds; answer = rows predicting the answer; regret is charged on the "
-            "complete attention rows of the full cache (nothing unattributed); OPT gap bound = how far the optimum's "
+            "complete attention rows of the full cache (nothing unattributed); value-weighted cost = each lost entry "
+            "a[t, i] times ||v_i - o_t||, o_t the full-cache output (paper Sections 3, 9); OPT gap bound = how far the optimum's "
             "schedule can be from the exact optimum (0 up to rounding when solved on complete rows)"]
     return "\n".join(out)
 

@@ -20,6 +20,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
      reported (``opt_gap``); ``OPT:static`` and ``OPT:coupled`` spend the same total memory ``K x layers x KV
      heads`` split once by the exact static allocation, or shared by all traces at every step (the dynamic coupled
      optimum; :mod:`realtrace.quality.optima`);
+   * ``OPT:VARIANT`` -- another optimum of :mod:`realtrace.quality.optima` (``OPT:value``: of the ``value`` cost
+     below), lazy, open loop, with ``OPT`` beside it;
    * a policy (a registered NM policy or ``module:Class``) -- closed loop by default (one instance per layer and KV
      head inside the pass, :class:`~realtrace.quality.replay.ClosedLoop`, observing the complete row the model
      computes over its resident set, or its ``top`` largest entries), or open loop (``kvcore.engine.run_nm`` on
@@ -49,6 +51,10 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
   step, mean over layers and KV heads (a prefill press: what it kept, ``K`` for a uniform one, the same total over
   the 90 heads when its per-layer or per-head budgets average ``K``; the lazy optimum: ``K - 1``, the answer's first
   token takes a slot);
+* ``value`` -- its value-weighted cost on the same rows: each lost ``a[t, i]`` times ``||v_i - o_t||``, ``o_t`` the
+  KV head's full-cache output (paper §3, §9, :mod:`realtrace.quality.value_cost`), per step, mean over traces (the
+  optimum's ``opt_gap`` is in the units of the cost its variant minimizes: mass for ``OPT``, value cost for
+  ``OPT:value``);
 * ``error`` and ``displaced`` -- the attention-output error and the displaced mass of each layer and KV head, mean
   over the *stream* rows;
 * ``kl``, ``dnll``, ``top1`` -- per row against the full cache on the same tokens, averaged over two scopes:
@@ -181,13 +187,20 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(ref: "_Reference", drops: np.ndarray) -> np.ndarray:
+def _charged(ref: "_Reference", drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret (Eq. 4) on the complete rows of the
-    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed)."""
+    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed), and its value-weighted cost on the
+    same entries (each lost ``a[t, i]`` times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`)."""
     from .exact import charge
+    from .value_cost import value_costs
 
-    return np.stack([np.stack([charge(ref.rows(layer, g), drops[layer, g]) for g in range(ref.H)])
-                     for layer in range(ref.L)])
+    regret, value = np.zeros((2, ref.L, ref.H, ref.T))
+    for layer in range(ref.L):
+        for g in range(ref.H):
+            rows = ref.rows(layer, g).numpy()
+            regret[layer, g] = charge(rows, drops[layer, g])
+            value[layer, g] = charge(value_costs(rows, ref.values(layer, g)), drops[layer, g])
+    return regret, value
 
 
 class _Reference:
@@ -222,6 +235,10 @@ class _Reference:
 
         query, key, _ = self.qkv[layer]
         return head_rows(self.torch, query, key, g, self.scaling)
+
+    def values(self, layer: int, g: int) -> np.ndarray:
+        """The value vectors ``(T, head dim)`` of layer ``layer``, KV head ``g`` in the full cache, float64."""
+        return self.qkv[layer][2][0, g].to(self.torch.float64).numpy()
 
     def trace(self, layer: int, g: int, top: int | None):
         """:meth:`rows` as a trace, complete (``top=None``) or cut to ``top`` entries per row."""
@@ -301,7 +318,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
-    regret = _charged(ref, drops)
+    regret, value = _charged(ref, drops)
     a0 = n_prompt - 1
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
@@ -311,7 +328,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
            "opt_gap": None if gap is None else float(gap.mean() / T),
            "regret_sum": float(regret.sum()), "opt_lower": None if gap is None else float(regret.sum() - gap.sum())}
     for scope, r0 in (("stream", k), ("answer", a0)):
-        for name, per_step in (("regret", regret), ("error", error), ("displaced", displaced)):
+        for name, per_step in (("regret", regret), ("value", value), ("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
         for name, per_row in (("kl", kl), ("dnll", dnll), ("top1", top1)):
             out[f"{name}_{scope}"] = scope_mean(per_row, r0, T - 1)
@@ -362,7 +379,7 @@ def run_task(task: dict) -> dict:
 SCOPES = ("stream", "answer")
 SCALARS = tuple(f"{q}_{s}" for s in SCOPES for q in ("kl", "dnll", "top1"))
 SUMS = ("regret_sum", "opt_lower")  # per prompt, summed over every layer, KV head and step (optima: the lower bound)
-LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "error", "displaced"))
+LAYERED = tuple(f"{q}_{s}" for s in SCOPES for q in ("regret", "value", "error", "displaced"))
 
 
 def _mean(values) -> float | None:

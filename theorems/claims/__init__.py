@@ -2,8 +2,8 @@
 
 The registry lives in :mod:`theorems.claims.registry`; the modules below register their checks on import, one per
 family of results, named like the result tables they read (:mod:`theorems.results`): ``classic``, ``attention``,
-``gda``, ``persistence``, ``practice``, ``recommendations``, ``randomized``, ``blocks``, ``allocation``, and
-``formulas`` for the closed-form numbers.
+``gda``, ``persistence``, ``practice``, ``recommendations``, ``randomized``, ``blocks``, ``allocation``,
+``surrogate``, and ``formulas`` for the closed-form numbers.
 """
 
 from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed, Context, Decision, claim, decides,
@@ -11,7 +11,7 @@ from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed,
 
 # Import order is registration order; the report sorts by SPEC_IDS.
 from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized, recommendations  # noqa: E402,F401  (they register)
-from . import allocation, surrogate  # noqa: E402,F401  (after the catalogue: their claims are beyond SPEC section 6)
+from . import allocation, directions, surrogate  # noqa: E402,F401  (after the catalogue: their claims are beyond SPEC section 6)
 
 CLAIMS = in_report_order(CLAIMS)
 
