@@ -25,15 +25,18 @@ def test_rho_is_spearmans_rho_ties_included(pairs):
 
 
 def test_points_are_every_policy_run_and_one_optimum_per_directory_and_budget():
-    """Counted from the files directly: each policy run's prompts, plus each distinct (directory, budget) optimum's."""
+    """Counted from the files directly: each policy run's prompts, plus each distinct (directory, optimum, budget,
+    rows solved on) optimum's; a JSON file that is not a study (no ``runs``: a timing) adds nothing."""
     want, opts = 0, set()
     for d in DATA_DIR.glob("quality_*"):
         for f in d.glob("*.json"):
-            for r in json.loads(f.read_text())["runs"]:
+            doc = json.loads(f.read_text())
+            for r in doc.get("runs", []):
+                key = (d.name, r["config"], r["budget"], doc["settings"]["opt_top"])
                 if r["kind"] == "policy":
                     want += len(r["prompts"])
-                elif r["kind"] == "opt" and (d.name, r["budget"]) not in opts:
-                    opts.add((d.name, r["budget"]))
+                elif r["kind"] == "opt" and key not in opts:
+                    opts.add(key)
                     want += len(r["prompts"])
     points, sources = quality_points()
     assert len(points) == want > 0 and sources

@@ -7,8 +7,8 @@ in which it fails.  If it is a first-order surrogate, a schedule with more regre
 model's output more: across policies, budgets and prompts the regret and the output loss should rise together.
 
 Points: every (run, prompt) of the committed ``--json`` documents of ``python -m paper_check quality`` under
-``realtrace/data/quality_*`` (each policy run, and the optimum once per directory and budget: every file of a budget
-carries the same one).  Pairs: stream regret per step with stream KL from the full cache, answer-row regret with
+``realtrace/data/quality_*`` (each policy run, and each optimum once per directory, budget and the rows it was solved
+on: every file of a budget carries the same one; other JSON there, such as a timing, is not a study and is skipped).  Pairs: stream regret per step with stream KL from the full cache, answer-row regret with
 the change of the answer's NLL.  Statistic: Spearman's rank correlation (pooled over all points), and the mean over
 prompts of the within-prompt rank correlation (policies x budgets of one prompt: the prompt's own difficulty cannot
 drive it).  Interval: a percentile bootstrap that resamples prompts with replacement (points of one prompt share its
@@ -34,7 +34,7 @@ def quality_points(root: Path = DATA_DIR) -> tuple[list[dict], list[str]]:
     :data:`PAIRS`."""
     points, sources, seen_opt = [], [], set()
     for d in sorted(p for p in Path(root).glob(QUALITY_GLOB) if p.is_dir()):
-        files = sorted(d.glob("*.json"))
+        files = [f for f in sorted(d.glob("*.json")) if "runs" in json.loads(f.read_text())]
         if files:
             sources.append(f"realtrace/data/{d.name} ({len(files)} files)")
         for f in files:
@@ -42,7 +42,7 @@ def quality_points(root: Path = DATA_DIR) -> tuple[list[dict], list[str]]:
             for run in doc["runs"]:
                 if run["kind"] not in ("policy", "opt"):
                     continue
-                key = (d.name, run["config"], run["budget"])
+                key = (d.name, run["config"], run["budget"], doc["settings"].get("opt_top"))
                 if run["kind"] == "opt":
                     if key in seen_opt:
                         continue
