@@ -7,15 +7,13 @@ against each press's budget rule restated here from kvpress 0.5.5's source, and 
 
 from __future__ import annotations
 
-import importlib.util
-
 import numpy as np
 import pytest
 
 from kvcore.errors import ParameterError
-from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
 from realtrace.press.registry import load_lukv_curve, press_spec
 from tests.command_line import is_one_line_error, run_module
+from tests.model_fixture import REAL, shared_model
 
 L, H = 30, 3
 
@@ -75,13 +73,7 @@ K = 128
 
 @pytest.fixture(scope="module")
 def lm():
-    for mod in ("torch", "transformers", "gguf", "kvpress"):
-        pytest.importorskip(mod, reason="the press bridge needs the [real,kvpress] extras")
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
-    from realtrace.quality.run import worker_model
-
-    return worker_model(1)
+    return shared_model(REAL + ("kvpress",), "the press bridge needs the [real,kvpress] extras")
 
 
 @pytest.fixture(scope="module")

@@ -11,7 +11,8 @@ import importlib.util
 import numpy as np
 import pytest
 
-from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
+from tests.model_fixture import shared_model
+
 
 T_SHORT = 48  # the short prompt of the equivalence tests: 48 token-by-token decodes of the 30-layer model
 SINKS_WINDOW = "StreamingLLM"  # 4 sinks + the most recent tokens: its choices never read the attention
@@ -19,13 +20,7 @@ SINKS_WINDOW = "StreamingLLM"  # 4 sinks + the most recent tokens: its choices n
 
 @pytest.fixture(scope="module")
 def lm():
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="the quality replay needs the [real] extra")
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
-    from realtrace.quality.run import worker_model
-
-    return worker_model(1)
+    return shared_model()
 
 
 @pytest.fixture(scope="module")

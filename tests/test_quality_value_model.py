@@ -4,26 +4,20 @@ values each of the two lazy optima no worse than the other on its own cost, head
 
 from __future__ import annotations
 
-import importlib.util
 import json
 
 import numpy as np
 import pytest
 
-from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
+from tests.model_fixture import shared_model
+
 
 TEXT = "The secret word is apple. Repeat the secret word.\nThe secret word is"
 
 
 @pytest.fixture(scope="module")
 def lm():
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="the quality replay needs the [real] extra")
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
-    from realtrace.quality.run import worker_model
-
-    return worker_model(1)  # the process's one model: shared with the other quality tests
+    return shared_model()  # the process's one model: shared with the other quality tests
 
 
 def test_quality_opt_value_on_the_command_line(lm, tmp_path, capsys):
