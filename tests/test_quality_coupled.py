@@ -302,18 +302,12 @@ def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsy
     once) on one short prompt at K = 6, complete rows: both are exact (gap 0), hold at most B = 6 x 90 positions in
     total (the coupled one exactly min(90 (t + 1), B) at its peak, B), may hold more than K in one trace, and order
     as dynamic <= static <= uniform in summed regret."""
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="the quality replay needs the [real] extra")
-    import importlib.util
     import json
 
-    from realtrace.model import MODEL_PACKAGE
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip("model wheel not installed")
     from paper_check.cli import main
-    from realtrace.quality.run import worker_model
+    from tests.model_fixture import shared_model
 
-    worker_model(1)
+    shared_model()
     path = tmp_path / "own.jsonl"
     path.write_text(json.dumps({"name": "p", "text": "The secret word is apple. Repeat the secret word.\nThe secret "
                                                      "word is", "answer": " apple"}) + "\n")

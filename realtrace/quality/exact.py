@@ -57,9 +57,10 @@ def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
 def charge(rows, drop: np.ndarray) -> np.ndarray:
     """Per-step NM regret (Eq. 4) of the drop vector ``drop`` on complete ``rows``: ``sum_{i <= t, drop[i] <= t}
     a[t, i]`` for every step ``t`` (nothing unattributed); with per-entry costs for ``rows``, their lost sum."""
+    from .value_cost import lost
+
     a = np.asarray(rows)  # a torch tensor (head_rows) or any array, e.g. value-weighted costs
-    gone = np.asarray(drop, dtype=np.int64)[None, :] <= np.arange(a.shape[0])[:, None]
-    return np.where(gone, a, 0.0).sum(axis=1)
+    return np.where(lost(drop, a.shape[0]), a, 0.0).sum(axis=1)
 
 
 def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "quality") -> tuple[np.ndarray, float, float]:
