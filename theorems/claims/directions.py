@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 
 from kvcore.atomic import replacing
+from realtrace import input_dir
 from theorems.results.directions import DIRECTIONS_DIR, HEAD_FILES, committed_directions, planted_control
 from theorems.tables import cached
 
@@ -39,14 +40,14 @@ def surrogate_failure_directions(ctx: Context) -> Computed:
 
 
 def _save_head(ctx: Context, kind: str) -> str:
-    """The committed head holding the instance, copied to ``paper_check/counterexamples/`` under the output root
+    """The head holding the instance, from the input set the claim read (:func:`realtrace.input_dir`), copied to ``paper_check/counterexamples/`` under the output root
     (replay: :func:`realtrace.quality.directions.load_head`, then :func:`~realtrace.quality.directions.head_directions`
     at its saved budget); returns its path relative to the root."""
     rel = f"paper_check/counterexamples/surrogate_{kind}_value.npz"
     target = ctx.out_dir / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     with replacing(target) as tmp:
-        shutil.copyfile(DIRECTIONS_DIR / HEAD_FILES[kind], tmp)
+        shutil.copyfile(input_dir(DIRECTIONS_DIR.name) / HEAD_FILES[kind], tmp)
     return rel
 
 
