@@ -68,6 +68,9 @@ def test_the_quick_run_names_the_committed_quality_sets_in_one_fallback_line(qui
     for s in QUALITY_INPUTS:
         for cid in s.claims:
             assert f"{s.directory} (committed)" in rep[cid]["evidence"]["inputs"], cid
+    for cid, stem in (("regret-surrogate", "quality_regret_surrogate"), ("gda-validation", "quality_gda_shift"),
+                      ("surrogate-failure-directions", "quality_value_directions")):
+        assert f"figures/{stem}.png" in rep[cid]["evidence"]["figure"], cid
 
 
 def test_the_run_reproduces_the_committed_outputs_byte_for_byte(quick_run):

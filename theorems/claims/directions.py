@@ -29,7 +29,7 @@ def surrogate_failure_directions(ctx: Context) -> Computed:
     if d is None:
         return Computed({"measured": False, "control": control}, {"directions": "outlier values and aligned values"},
                         {"test": TEST, "missing": MISSING})
-    evidence = {"test": TEST, "data": d["source"]}
+    evidence = {"test": TEST, "data": d["source"], "figure": ctx.figure_files("value_directions")}
     evidence.update({f"{kind}_counterexample": _save_head(ctx, kind) for kind, inst in d["instances"].items()
                      if inst is not None})
     return Computed({"measured": True, "control": control, "margin": MARGIN,

@@ -181,11 +181,13 @@ def section10_quality(directory: Path | None = None) -> dict | None:
     return _replay_set(directory or input_dir(QUALITY_DIR.name), QUALITY_POLICIES, QUALITY_READ, with_opt=False)
 
 
-def shift_quality(directory: Path | None = None) -> dict | None:
+def shift_quality(directory: Path | None = None, also: tuple[str, ...] = ()) -> dict | None:
     """The committed quality replay of the Section 10 default, H2O and TOVA on the distribution-shifted prompts
     ``shift-G-dD`` (:mod:`realtrace.quality.prompts`; ``realtrace/data/PROVENANCE.md``), read like
     :func:`section10_quality`, with each policy's NM regret per step (``regret_stream``: the rows after the budget
     binds; ``regret_answer``: the rows that predict the answer, the suffix that needs the sleeper) and the
     optimum's beside them (``"OPT"``; tracking gap = a policy's regret minus the optimum's).  ``directory`` defaults
-    to the input set ``quality_section11_shift``."""
-    return _replay_set(directory or input_dir(SHIFT_DIR.name), SHIFT_POLICIES, SHIFT_READ, with_opt=True)
+    to the input set ``quality_section11_shift``; ``also`` names further measurements to read (the figure's
+    ``kl_answer``)."""
+    return _replay_set(directory or input_dir(SHIFT_DIR.name), SHIFT_POLICIES, SHIFT_READ + tuple(also),
+                       with_opt=True)
