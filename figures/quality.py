@@ -81,8 +81,10 @@ def surrogate_notes(data: dict | None) -> list[str]:
     z = _surrogate_data(data)
     if not z:
         return []
-    prompts = len({(p["set"], p["prompt"]) for p in z["points"]})
-    return [f"{len(z['points'])} points on {prompts} prompts."] + [
+    groups = len({(p["set"], p["prompt"]) for p in z["points"]})
+    names = len({p["prompt"] for p in z["points"]})
+    return [f"{len(z['points'])} points: {names} prompts, {groups} (input set, prompt) groups (the bootstrap's "
+            "unit)."] + [
         f"{name}: pooled Spearman rho {r['pooled']:.2f} [{r['pooled_ci95'][0]:.2f}, {r['pooled_ci95'][1]:.2f}], mean "
         f"within-prompt rho {r['within']:.2f} [{r['within_ci95'][0]:.2f}, {r['within_ci95'][1]:.2f}] (95% prompt "
         f"bootstrap)." for name, r in z["rho"].items()]
