@@ -154,15 +154,19 @@ def cmd_run(args) -> int:
     import figures
     from theorems.claims import CLAIMS, Context
 
+    from .inputs import annotate, quality_inputs, selected
     from .report import (REPO_ROOT, Staging, ledger_changes, progress, real_trace_section, run_claims, write_ledger,
                          write_report)
 
     profile = _profile(args)
+    selected(args.recompute, args.full)   # a bad --recompute fails before anything runs
     root = _out_root(args, REPO_ROOT)
     with Staging(root, replace_dirs=["paper_check/counterexamples"]) as staging:
         progress(f"paper_check: profile {profile.name}; writing figures/ and paper_check/ under {root}")
-        built = _build_figures(list(figures.FIGURES), profile, staging)
-        results = run_claims(list(CLAIMS), Context(profile, staging.dir, built))
+        with quality_inputs(list(CLAIMS), args.full, args.recompute, staging.root) as used:
+            built = _build_figures(list(figures.FIGURES), profile, staging)
+            results = run_claims(list(CLAIMS), Context(profile, staging.dir, built))
+        annotate(results, used)
         real = real_trace_section(profile, staging)
         changes = [] if args.write_ledger else ledger_changes(results, profile)
         write_report(staging, profile, results, built, changes, real)
@@ -208,14 +212,19 @@ def cmd_figure(args) -> int:
 def cmd_claim(args) -> int:
     from theorems.claims import CLAIMS, Context, dumps
 
+    from .inputs import annotate, quality_inputs, selected
     from .report import Staging, claim_record, ledger_changes, run_claims
 
     if args.id not in CLAIMS:
         raise ParameterError(f"unknown claim id {args.id!r} (see 'python -m paper_check list')")
     profile = _profile(args)
+    selected(args.recompute, args.full)
     root = _out_root(args, Path(DEFAULT_OUT))
     with Staging(root) as staging:
-        res = run_claims([args.id], Context(profile, staging.dir))[args.id]
+        with quality_inputs([args.id], args.full, args.recompute, staging.root) as used:
+            results = run_claims([args.id], Context(profile, staging.dir))
+        annotate(results, used)
+        res = results[args.id]
     rec = claim_record(args.id, res, profile)
     changes = ledger_changes({args.id: res}, profile, complete=False)
     if args.json:
@@ -266,6 +275,7 @@ def _mounted_commands():
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_profile(p)
+    _add_recompute(p)
     p.add_argument("--out", default=None, metavar="DIR",
                    help="output root, laid out like the repository: DIR/figures/ and DIR/paper_check/report.{md,json}"
                         " (default: the repository itself)")
@@ -291,6 +301,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                         f"./{DEFAULT_OUT})")
     c.add_argument("--json", action="store_true", help="print the claim's JSON record")
     _add_profile(c)
+    _add_recompute(c)
     c.set_defaults(func=cmd_claim)
 
     s = sub.add_parser("simulate", help="simulate one policy and the exact optimum on a trace file")
@@ -322,6 +333,16 @@ def _add_profile(p: argparse.ArgumentParser) -> None:
     g = p.add_mutually_exclusive_group()
     g.add_argument("--quick", action="store_true", help="quick profile (default; under a minute on 2 cores)")
     g.add_argument("--full", action="store_true", help="full profile: larger k and longer sequences")
+
+
+def _add_recompute(p: argparse.ArgumentParser) -> None:
+    from theorems.quality_inputs import QUALITY_INPUTS
+
+    p.add_argument("--recompute", default=None, metavar="SETS",
+                   help="with --full: which quality input sets to recompute from the model before the claims read "
+                        "them (comma list of " + ", ".join(s.name for s in QUALITY_INPUTS) + "; or all, the "
+                        "default, or none); the others are read from their committed files, as the quick profile "
+                        "always does")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -19,6 +19,7 @@ Only numpy and the toolkit are imported here; torch is imported by the capture a
 from __future__ import annotations
 
 import importlib.util
+from contextlib import contextmanager
 from pathlib import Path
 
 from .traceset import TraceSet, load_traceset, save_traceset
@@ -27,6 +28,29 @@ DATA_DIR = Path(__file__).parent / "data"
 COMMITTED = DATA_DIR / "smollm2_recall"
 # how reports name the committed set: its place in the repository, never this machine's path
 COMMITTED_NAME = "realtrace/data/smollm2_recall"
+
+
+# input sets recomputed elsewhere for this process (``paper_check --full``): name -> the directory standing in for
+# ``DATA_DIR / name``; empty, every reader reads the committed set
+_INPUT_OVERRIDES: dict[str, Path] = {}
+
+
+def input_dir(name: str) -> Path:
+    """The directory a reader of the committed input set ``realtrace/data/<name>`` reads: the committed one, or the
+    recomputed copy :func:`inputs_from` stands in for it (same directory name, so what a report names is unchanged)."""
+    return _INPUT_OVERRIDES.get(name, DATA_DIR / name)
+
+
+@contextmanager
+def inputs_from(directories: dict[str, Path]):
+    """Within the block, :func:`input_dir` of each name of ``directories`` is that directory."""
+    saved = dict(_INPUT_OVERRIDES)
+    _INPUT_OVERRIDES.update({n: Path(d) for n, d in directories.items()})
+    try:
+        yield
+    finally:
+        _INPUT_OVERRIDES.clear()
+        _INPUT_OVERRIDES.update(saved)
 
 
 def real_extra_available() -> bool:
@@ -64,5 +88,5 @@ def load_default_traces(capture_dir: str | Path | None = None, shown: str | None
     return ts, f"FALLBACK: committed trace set {COMMITTED_NAME} ({reason})"
 
 
-__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "load_default_traces",
-           "load_traceset", "real_extra_available", "save_traceset"]
+__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "input_dir", "inputs_from",
+           "load_default_traces", "load_traceset", "real_extra_available", "save_traceset"]

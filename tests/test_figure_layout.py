@@ -198,6 +198,20 @@ SAMPLE = {
     "alloc": {"budgets": [24, 48, 96, 192, 384, 768], "uniform": [3232, 2407, 1610, 860, 330, 60],
               "static": [3014, 2226, 1459, 781, 290, 41], "dynamic": [2922, 2119, 1362, 716, 250, 30], "heads": 12,
               "trace": "realtrace/data/smollm2_recall: 12 KV heads, T = 617, exact certified flows"},
+    "surrogate": {"points": [{"set": f"quality_set{s}", "prompt": f"prompt-{p}", "regret_stream": 0.02 * (1 + p + r),
+                              "kl_stream": 0.001 * (1 + p) * (1 + 3 * r), "regret_answer": 0.03 * (1 + p + r),
+                              "dnll_answer": 0.4 * (p + r) - 0.3} for s in range(4) for p in range(4) for r in range(3)],
+                  "correlation": {n: {"pooled": 0.6, "pooled_ci95": [0.5, 0.7], "within": 0.8,
+                                      "within_ci95": [0.7, 0.9]} for n in ("stream", "answer")}},
+    "gda_shift": {"budgets": [128, 256], "prompts": "realtrace/data/quality_section11_shift: three prompts",
+                  "policies": {p: {"gap": [[0.03 + 0.01 * j, 0.035, 0.04], [0.04, 0.045 + 0.01 * j, 0.05]],
+                                   "kl_answer": [[2.0, 2.2, 2.4], [2.0 - j, 2.1, 2.3]]}
+                               for j, p in enumerate(("Default", "H2O", "TOVA"))}
+                  | {"OPT": {"kl_answer": [[1.5, 1.6, 1.7], [0.0, 0.1, 0.2]]}}},
+    "value_directions": {"groups": {g: {"value_by_mass": 1300.0 * (i + 1), "value_by_value": 1250.0 * (i + 1),
+                                        "mass_by_mass": 520.0 - 50 * i, "mass_by_value": 555.0 - 50 * i}
+                                    for i, g in enumerate(("early", "middle", "late"))},
+                         "source": "realtrace/data/value_directions: kv-24-12 (429 tokens), K = 128, 90 KV heads"},
 }
 
 

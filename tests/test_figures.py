@@ -26,7 +26,7 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
-    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc"}
+    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -94,6 +94,13 @@ MEASURED = {
                                  "bound": 70.0}},
                 "persistence": {"w": {"LFU": {"reset": 10, "persistent": 20}}}},
     "alloc": {"budgets": [8, 16], "uniform": [10.0, 5.0], "static": [8.0, 4.0], "dynamic": [7.0, 3.5], "heads": 4},
+    "surrogate": {"points": [{"set": "s", "prompt": "p", "regret_stream": 0.1, "kl_stream": 0.2,
+                              "regret_answer": 0.1, "dnll_answer": -0.1}],
+                  "correlation": {n: {"pooled": 0.5, "pooled_ci95": [0.1, 0.9], "within": 0.4,
+                                      "within_ci95": [0.0, 0.8]} for n in ("stream", "answer")}},
+    "gda_shift": {"budgets": [128], "policies": {"Default": {"gap": [[0.01, 0.02]], "kl_answer": [[1.0, 2.0]]}}},
+    "value_directions": {"groups": {"early": {"value_by_mass": 3.0, "value_by_value": 2.0, "mass_by_mass": 1.0,
+                                              "mass_by_value": 1.5}}},
 }
 
 
@@ -133,6 +140,17 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("seed002", {"sweeps": {"w": {"reference": {"LRU": -1}}}}, "must be >= 0"),
     ("alloc", {"budgets": [8, 16], "static": [1.0]}, "one regret per budget"),
     ("alloc", {"budgets": [8.5], "static": [1.0]}, "must be an integer"),
+    ("surrogate", {"points": [{"set": "s", "prompt": "p"}], "correlation": {}}, "must have exactly"),
+    ("surrogate", dict(MEASURED["surrogate"], correlation={"stream": {}}), "correlation must give"),
+    ("surrogate", dict(MEASURED["surrogate"], correlation={n: dict(MEASURED["surrogate"]["correlation"][n],
+                                                                 pooled_ci95=[0.9, 0.1]) for n in
+                                                          ("stream", "answer")}), "low above high"),
+    ("gda_shift", {"budgets": [128, 256], "policies": {"Default": {"gap": [[0.01]]}}}, "one list per budget"),
+    ("gda_shift", {"budgets": [128], "policies": {"Default": {"gap": [[]]}}}, "non-empty list"),
+    ("gda_shift", {"budgets": [128], "policies": {"Default": {"kl": [[1.0]]}}}, "must map some of"),
+    ("value_directions", {"groups": {"early": {"value_by_mass": 1.0}}}, "must have exactly"),
+    ("value_directions", {"groups": {"early": {"value_by_mass": -1.0, "value_by_value": 1.0, "mass_by_mass": 1.0,
+                                               "mass_by_value": 1.0}}}, "must be >= 0"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):

@@ -53,6 +53,26 @@ def test_quick_run_matches_the_ledger_and_reports_every_claim(quick_run):
     assert "Real attention traces" in md and "committed trace set" in md
 
 
+def test_the_quick_run_names_the_committed_quality_sets_in_one_fallback_line(quick_run):
+    """The quick profile decides every quality claim from the committed input sets (issue 29): exactly one stderr
+    line starts ``FALLBACK:``, naming each declared set and the reason; each claim that reads a set says so in its
+    evidence."""
+    from theorems.quality_inputs import QUALITY_INPUTS
+
+    p, out = quick_run
+    lines = [ln for ln in p.stderr.splitlines() if ln.startswith("FALLBACK:")]
+    dirs = ", ".join(s.directory for s in QUALITY_INPUTS)
+    assert lines == [f"FALLBACK: committed quality results used: {dirs} (quick profile; --full recomputes them from "
+                     "the model)"], p.stderr[-3000:]
+    rep = {c["id"]: c for c in json.loads((out / "paper_check" / "report.json").read_text())["claims"]}
+    for s in QUALITY_INPUTS:
+        for cid in s.claims:
+            assert f"{s.directory} (committed)" in rep[cid]["evidence"]["inputs"], cid
+    for cid, stem in (("regret-surrogate", "quality_regret_surrogate"), ("gda-validation", "quality_gda_shift"),
+                      ("surrogate-failure-directions", "quality_value_directions")):
+        assert f"figures/{stem}.png" in rep[cid]["evidence"]["figure"], cid
+
+
 def test_the_run_reproduces_the_committed_outputs_byte_for_byte(quick_run):
     """What the main job writes into the repository is what is committed: report, figures, counterexamples."""
     p, out = quick_run

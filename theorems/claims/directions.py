@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 
 from kvcore.atomic import replacing
+from realtrace import input_dir
 from theorems.results.directions import DIRECTIONS_DIR, HEAD_FILES, committed_directions, planted_control
 from theorems.tables import cached
 
@@ -28,7 +29,7 @@ def surrogate_failure_directions(ctx: Context) -> Computed:
     if d is None:
         return Computed({"measured": False, "control": control}, {"directions": "outlier values and aligned values"},
                         {"test": TEST, "missing": MISSING})
-    evidence = {"test": TEST, "data": d["source"]}
+    evidence = {"test": TEST, "data": d["source"], "figure": ctx.figure_files("value_directions")}
     evidence.update({f"{kind}_counterexample": _save_head(ctx, kind) for kind, inst in d["instances"].items()
                      if inst is not None})
     return Computed({"measured": True, "control": control, "margin": MARGIN,
@@ -39,14 +40,14 @@ def surrogate_failure_directions(ctx: Context) -> Computed:
 
 
 def _save_head(ctx: Context, kind: str) -> str:
-    """The committed head holding the instance, copied to ``paper_check/counterexamples/`` under the output root
+    """The head holding the instance, from the input set the claim read (:func:`realtrace.input_dir`), copied to ``paper_check/counterexamples/`` under the output root
     (replay: :func:`realtrace.quality.directions.load_head`, then :func:`~realtrace.quality.directions.head_directions`
     at its saved budget); returns its path relative to the root."""
     rel = f"paper_check/counterexamples/surrogate_{kind}_value.npz"
     target = ctx.out_dir / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     with replacing(target) as tmp:
-        shutil.copyfile(DIRECTIONS_DIR / HEAD_FILES[kind], tmp)
+        shutil.copyfile(input_dir(DIRECTIONS_DIR.name) / HEAD_FILES[kind], tmp)
     return rel
 
 

@@ -219,7 +219,7 @@ def gda_validation_claim(ctx: Context) -> Computed:
     values = {"cases": cases, "judged": "Default", "judged_params_rule": "recent = max(1, k // 4), n_sinks = 4, half-life = recent, random ties",
               "also_reported": "GD-A", "margin": significance.declared(), "quality_replay": section10_quality(),
               "shift_replay": shift_quality(), "quality_margin": significance.declared_quality()}
-    evidence = {"test": "theorems/test_default_policy.py"}
+    evidence = {"test": "theorems/test_default_policy.py", "figure": ctx.figure_files("gda_shift")}
     fails = [c["trace"] for c in cases.values() if not _separation(c, "Default", values["margin"])["pattern"]]
     if fails:
         evidence["counterexample"] = ctx.save_counterexample("gda_validation_" + fails[0].replace(" ", "_"),

@@ -19,7 +19,8 @@ INPUT = ("committed quality replays (realtrace/data/quality_*: the --json output
 def regret_surrogate(ctx: Context) -> Computed:
     t = cached(surrogate_table, resamples=ctx.sizes["resamples"], seed=SEED)
     return Computed(t, {"prediction": "regret and output loss rise together (rank correlation above 0)"},
-                    {"test": "theorems/test_regret_surrogate.py", "source": ", ".join(t["sources"])})
+                    {"test": "theorems/test_regret_surrogate.py", "source": ", ".join(t["sources"]),
+                     "figure": ctx.figure_files("surrogate")})
 
 
 def _above(r: dict, key: str) -> bool:

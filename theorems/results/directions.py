@@ -19,17 +19,19 @@ from pathlib import Path
 
 import numpy as np
 
-from realtrace import DATA_DIR
+from realtrace import DATA_DIR, input_dir
 
-DIRECTIONS_DIR = DATA_DIR / "value_directions"
+DIRECTIONS_DIR = DATA_DIR / "value_directions"   # committed; readers read realtrace.input_dir of its name
 HEAD_FILES = {"outlier": "outlier.npz", "aligned": "aligned.npz"}
 KIND_KEY = {"outlier": "outlier", "aligned": "aligned_heavy"}
 
 
-def committed_directions(directory: Path = DIRECTIONS_DIR) -> dict | None:
-    """The committed measurement (module docstring), or None when ``directory`` holds no ``directions.json``."""
+def committed_directions(directory: Path | None = None) -> dict | None:
+    """The committed measurement (module docstring), or None when ``directory`` (default: the input set
+    ``value_directions``, :func:`realtrace.input_dir`) holds no ``directions.json``."""
     from realtrace.quality.directions import group_summary, head_directions, load_head
 
+    directory = directory or input_dir(DIRECTIONS_DIR.name)
     path = Path(directory) / "directions.json"
     if not path.is_file():
         return None

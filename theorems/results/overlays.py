@@ -24,6 +24,7 @@ from ..tables import Row, Table, cached
 from .allocation import allocation_study
 from .blocks import PAGE_READING, run_block_study
 from .classic import cyclic_table, eq6_table, eq8_table, marking_table
+from .quality_overlays import QUALITY_OVERLAYS
 
 # Figure 13's context length n (its caption, figures.analytic.FIG13_N).
 FIG13_TOKENS = 4096
@@ -43,6 +44,7 @@ CLAIM_SIZES = {
     "7": {"eq8": "eq8-landlord"},
     "8": {"eq6": "eq6-det-lower-bound", "eq9": "eq9-randomized"},
     "alloc": {"alloc": "static-vs-coupled"},
+    "surrogate": {"surrogate": "regret-surrogate"},
 }
 
 
@@ -305,7 +307,7 @@ def alloc_overlay(sizes: dict) -> dict:
 
 
 OVERLAYS = {"7": fig7_overlay, "8": fig8_overlay, "9": fig9_overlay, "11": fig11_overlay, "13": fig13_overlay,
-            "seed002": seed002_overlay, "alloc": alloc_overlay}
+            "seed002": seed002_overlay, "alloc": alloc_overlay, **QUALITY_OVERLAYS}
 
 
 def figure_data(fig_id: str, profile: Profile, sizes: dict | None = None) -> dict | None:

@@ -14,7 +14,7 @@ from adversary import (adaptive_k_plus_one_nm, adversarial_and_benign, decoy_and
                        topic_shift)
 from kvcore.measure import measure
 from kvcore.optima import nm_opt
-from realtrace import DATA_DIR, load_default_traces
+from realtrace import DATA_DIR, input_dir, load_default_traces
 from realtrace.experiments import SECTION11_POLICIES, section11, section11_windows
 
 from ..tables import Row, Table
@@ -106,7 +106,7 @@ def gda_validation(T: int, k: int, budgets_real=(32, 64), real: int = 0, seeds: 
     return out, traces
 
 
-QUALITY_DIR = DATA_DIR / "quality_section10"
+QUALITY_DIR = DATA_DIR / "quality_section10"   # committed; readers read realtrace.input_dir of its name
 QUALITY_POLICIES = ("Default", "H2O")
 QUALITY_SAME = ("mode", "seed", "top", "opt_top", "prompts")
 QUALITY_READ = ("right", "dnll_answer", "kl_stream")
@@ -171,19 +171,23 @@ def _replay_set(directory: Path, pols: tuple[str, ...], read: tuple[str, ...], w
     return out
 
 
-def section10_quality(directory: Path = QUALITY_DIR) -> dict | None:
+def section10_quality(directory: Path | None = None) -> dict | None:
     """The committed quality replay of the Section 10 default and H2O on benign prompts
     (``realtrace/data/PROVENANCE.md``), read without torch by :func:`_replay_set`; a pair whose settings or model
     differ, or a default not configured by :func:`section10_params`, is a ``ValueError`` naming the file.  Per
     ``"<prompt> K=<budget>"`` and policy: ``right``, ``dnll_answer`` (mean change in the answer tokens' NLL),
-    ``kl_stream`` (mean KL from the full cache over the rows after the budget binds)."""
-    return _replay_set(directory, QUALITY_POLICIES, QUALITY_READ, with_opt=False)
+    ``kl_stream`` (mean KL from the full cache over the rows after the budget binds).  ``directory`` defaults to
+    the input set ``quality_section10`` (:func:`realtrace.input_dir`)."""
+    return _replay_set(directory or input_dir(QUALITY_DIR.name), QUALITY_POLICIES, QUALITY_READ, with_opt=False)
 
 
-def shift_quality(directory: Path = SHIFT_DIR) -> dict | None:
+def shift_quality(directory: Path | None = None, also: tuple[str, ...] = ()) -> dict | None:
     """The committed quality replay of the Section 10 default, H2O and TOVA on the distribution-shifted prompts
     ``shift-G-dD`` (:mod:`realtrace.quality.prompts`; ``realtrace/data/PROVENANCE.md``), read like
     :func:`section10_quality`, with each policy's NM regret per step (``regret_stream``: the rows after the budget
     binds; ``regret_answer``: the rows that predict the answer, the suffix that needs the sleeper) and the
-    optimum's beside them (``"OPT"``; tracking gap = a policy's regret minus the optimum's)."""
-    return _replay_set(directory, SHIFT_POLICIES, SHIFT_READ, with_opt=True)
+    optimum's beside them (``"OPT"``; tracking gap = a policy's regret minus the optimum's).  ``directory`` defaults
+    to the input set ``quality_section11_shift``; ``also`` names further measurements to read (the figure's
+    ``kl_answer``)."""
+    return _replay_set(directory or input_dir(SHIFT_DIR.name), SHIFT_POLICIES, SHIFT_READ + tuple(also),
+                       with_opt=True)

@@ -22,18 +22,21 @@ from pathlib import Path
 
 import numpy as np
 
-from realtrace import DATA_DIR
+from realtrace import DATA_DIR, input_dir
 
 PAIRS = {"stream": ("regret_stream", "kl_stream"), "answer": ("regret_answer", "dnll_answer")}
 QUALITY_GLOB = "quality_*"
 
 
-def quality_points(root: Path = DATA_DIR) -> tuple[list[dict], list[str]]:
+def quality_points(root: Path | None = None) -> tuple[list[dict], list[str]]:
     """Every (run, prompt) point of the committed quality replays under ``root`` (module docstring): ``(points,
     sources)``; each point carries ``dir``, ``config``, ``budget``, ``prompt`` and the measurements of
-    :data:`PAIRS`."""
+    :data:`PAIRS`.  Without ``root``: each committed ``realtrace/data/quality_*`` set, read where
+    :func:`realtrace.input_dir` says (a recomputed copy stands in under the same name)."""
     points, sources, seen_opt = [], [], set()
-    for d in sorted(p for p in Path(root).glob(QUALITY_GLOB) if p.is_dir()):
+    dirs = (sorted(p for p in Path(root).glob(QUALITY_GLOB) if p.is_dir()) if root is not None else
+            [input_dir(p.name) for p in sorted(DATA_DIR.glob(QUALITY_GLOB)) if p.is_dir()])
+    for d in dirs:
         files = [f for f in sorted(d.glob("*.json")) if "runs" in json.loads(f.read_text())]
         if files:
             sources.append(f"realtrace/data/{d.name} ({len(files)} files)")
@@ -114,7 +117,7 @@ def planted_control(points: list[dict], resamples: int, seed: int) -> dict:
             "independent": rank_correlation(shuffled, "regret_stream", "planted", resamples, seed)}
 
 
-def surrogate_table(resamples: int, seed: int, root: Path = DATA_DIR) -> dict:
+def surrogate_table(resamples: int, seed: int, root: Path | None = None) -> dict:
     """The measurement of the claim ``regret-surrogate``: the points' sources, each pair of :data:`PAIRS` and the
     controls (module docstring)."""
     points, sources = quality_points(root)

@@ -1,0 +1,169 @@
+"""Which data the quality claims decide from: the committed input sets, or this run's recomputation of them.
+
+The sets and the commands that remake them are declared in :data:`theorems.quality_inputs.QUALITY_INPUTS`;
+this module only orchestrates.  The quick profile always reads the committed sets.  ``--full`` with the extras a set
+needs reruns its commands (each a subprocess, from the repository root) into a staging directory inside the output
+root -- never over the committed files -- and, for the rest of the run, the claims and figures read that directory
+in the set's place (:func:`realtrace.inputs_from`); the staging directory is removed when the run ends.
+``--recompute NAMES`` limits which sets are remade.  Every set a run reads from its committed files is named in
+exactly one stderr line starting ``FALLBACK:``, with the reason (quick profile, not selected, a missing extra, or
+a recompute that failed, each failure reported in one line of its own).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+from kvcore.errors import ParameterError
+from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
+
+from .report import REPO_ROOT, progress
+
+QUICK = "quick profile; --full recomputes them from the model"
+NOT_SELECTED = "not selected by --recompute"
+FAILED = "recompute failed: the line above says why"
+EXTRA_MODULES = {"real": ("torch", "transformers", "gguf"), "kvpress": ("kvpress",)}
+
+
+class RecomputeFailed(Exception):
+    """One step of a recompute did not produce its output; the message is one line."""
+
+
+def sets_read_by(claim_ids) -> list[QualityInput]:
+    """The declared input sets that any of ``claim_ids`` reads, in declaration order."""
+    ids = set(claim_ids)
+    return [s for s in QUALITY_INPUTS if ids & set(s.claims)]
+
+
+def selected(option: str | None, full: bool) -> set[str]:
+    """The set names ``--recompute`` selects: ``all`` (the default under ``--full``), ``none``, or a comma list of
+    declared names; an unknown name, or the option without ``--full``, is a one-line ParameterError."""
+    known = [s.name for s in QUALITY_INPUTS]
+    if option is None:
+        return set(known) if full else set()
+    if not full:
+        raise ParameterError("--recompute needs --full (the quick profile always reads the committed results)")
+    names = [n.strip() for n in option.split(",") if n.strip()]
+    if names == ["all"]:
+        return set(known)
+    if names == ["none"]:
+        return set()
+    unknown = [n for n in names if n not in known]
+    if unknown or not names:
+        raise ParameterError(f"--recompute {option!r}: unknown input set {', '.join(unknown) or '(empty)'} "
+                             f"(known: {', '.join(known)}, or all, none)")
+    return set(names)
+
+
+def missing_extra(s: QualityInput) -> str | None:
+    """The first extra that ``s``'s commands need and that does not import, with its modules; None when all do."""
+    for extra in s.extras:
+        absent = [m for m in EXTRA_MODULES[extra] if importlib.util.find_spec(m) is None]
+        if absent:
+            return f"the [{extra}] extra does not import ({', '.join(absent)})"
+    return None
+
+
+def _argv(step: Step, target: Path, scratch: Path) -> list[str]:
+    subst = {"{python}": sys.executable, "{dir}": str(target), "{scratch}": str(scratch)}
+    return [subst.get(a, a) for a in step.argv]
+
+
+def _shown(argv: list[str]) -> str:
+    """A step's command as a person reads it: ``python ...``, a ``-c`` script by its first line."""
+    words = ["python"] + [a.splitlines()[0] + " ..." if "\n" in a else a for a in argv[1:]]
+    return " ".join(words)
+
+
+def recompute(s: QualityInput, target: Path) -> None:
+    """Run ``s``'s steps into ``target`` (created), then copy its ``keep`` files from the committed set.  A step
+    that exits non-zero or does not write what it declares raises :class:`RecomputeFailed`."""
+    target.mkdir(parents=True)
+    for n, step in enumerate(s.steps, 1):
+        scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{s.name}-step{n}-"))
+        argv = _argv(step, target, scratch)
+        where = f"step {n}/{len(s.steps)} ({_shown(argv)})"
+        progress(f"[inputs] {s.name} {where}")
+        t0 = time.perf_counter()
+        out = open(target / step.stdout, "w") if step.stdout else subprocess.DEVNULL
+        try:
+            p = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+        finally:
+            if step.stdout:
+                out.close()
+        if p.returncode != 0:
+            last = next((ln for ln in reversed(p.stderr.splitlines()) if ln.strip()), "no message")
+            raise RecomputeFailed(f"{where} exited {p.returncode}: {last.strip()}")
+        for src, name in step.collect:
+            if not (scratch / src).is_file():
+                raise RecomputeFailed(f"{where} wrote no {src}")
+            shutil.move(scratch / src, target / name)
+        shutil.rmtree(scratch)
+        progress(f"[inputs] {s.name} step {n}/{len(s.steps)} done ({time.perf_counter() - t0:.1f} s)")
+    for name in s.keep:
+        shutil.copyfile(REPO_ROOT / s.directory / name, target / name)
+
+
+def fallback_line(reasons: dict[str, str]) -> str:
+    """The one ``FALLBACK:`` line: every set read from its committed files, grouped by reason."""
+    groups: dict[str, list[str]] = {}
+    for name, why in reasons.items():
+        groups.setdefault(why, []).append(f"realtrace/data/{name}")
+    return "FALLBACK: committed quality results used: " + "; ".join(
+        f"{', '.join(dirs)} ({why})" for why, dirs in groups.items())
+
+
+@contextmanager
+def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
+    """For the block, the input sets ``claim_ids`` read: recomputed under ``--full`` (those :func:`selected` and
+    whose extras import), committed otherwise, with the ``FALLBACK:`` line on stderr.  Yields ``{claim id: {set
+    name: "recomputed" | "committed"}}`` for the claims that read a set."""
+    from realtrace import inputs_from
+
+    sets = sets_read_by(claim_ids)
+    chosen = selected(option, full)
+    reasons: dict[str, str] = {}
+    staged: dict[str, Path] = {}
+    staging = Path(tempfile.mkdtemp(dir=root, prefix=".paper_check-staging-inputs-")) if full and sets else None
+    try:
+        for s in sets:
+            why = QUICK if not full else NOT_SELECTED if s.name not in chosen else missing_extra(s)
+            if why is None:
+                try:
+                    recompute(s, staging / s.name)
+                    staged[s.name] = staging / s.name
+                    continue
+                except RecomputeFailed as exc:
+                    progress(f"paper_check: recompute of {s.directory} failed: {exc}")
+                    why = FAILED
+            reasons[s.name] = why
+        if reasons:
+            progress(fallback_line(reasons))
+        used = {cid: {s.name: "recomputed" if s.name in staged else "committed" for s in sets if cid in s.claims}
+                for cid in claim_ids}
+        used = {cid: u for cid, u in used.items() if u}
+        for cid, u in used.items():
+            progress(f"[inputs] {cid} decides from " + ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items()))
+        with inputs_from(staged):
+            yield used
+    finally:
+        if staging is not None:
+            shutil.rmtree(staging, ignore_errors=True)
+
+
+def annotate(results: dict, used: dict[str, dict[str, str]]) -> None:
+    """Name in each claim's evidence the input sets it decided from and whether they were committed or recomputed."""
+    for cid, u in used.items():
+        if cid in results:
+            results[cid].evidence["inputs"] = ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items())
+
+
+__all__ = ["RecomputeFailed", "annotate", "fallback_line", "missing_extra", "quality_inputs", "recompute", "selected",
+           "sets_read_by"]

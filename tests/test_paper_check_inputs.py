@@ -1,0 +1,203 @@
+"""The quality input sets (theorems.quality_inputs) and what ``paper_check`` decides the quality claims from
+(paper_check.inputs, issue 29 "Acceptance"): the declaration matches the committed directories and their
+PROVENANCE commands; the quick profile and a machine without the extras read the committed sets and say so in one
+``FALLBACK:`` line; ``--full --recompute`` remakes the chosen sets into a staging directory, and a recompute that
+fails is one line and falls back -- all through the command line as a user types it."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from paper_check import inputs
+from realtrace import DATA_DIR, input_dir, inputs_from
+from tests.command_line import ROOT, is_one_line_error, run_module
+from theorems.claims import CLAIMS
+from theorems.quality_inputs import QUALITY_INPUTS, SURROGATE, input_set
+from theorems.results.recommendations import section10_quality
+
+PROVENANCE = (DATA_DIR / "PROVENANCE.md").read_text() + "".join(p.read_text() for p in DATA_DIR.glob("*/PROVENANCE.md"))
+BLOCK = "sys.modules['torch'] = sys.modules['transformers'] = sys.modules['kvpress'] = None; "
+
+
+def run_paper_check(*args, blocked: bool = False, env=None, timeout: float = 600) -> tuple[int, str, str]:
+    """``python -m paper_check ARGS`` (as ``runpy`` runs it), optionally with the extras' modules unimportable."""
+    code = f"import runpy, sys; {BLOCK if blocked else ''}sys.argv[0] = 'paper_check'; " \
+           "runpy.run_module('paper_check', run_name='__main__', alter_sys=True)"
+    p = subprocess.run([sys.executable, "-c", code, *map(str, args)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=timeout, env=env)
+    return p.returncode, p.stdout, p.stderr
+
+
+def fallback_lines(err: str) -> list[str]:
+    return [ln for ln in err.splitlines() if ln.startswith("FALLBACK:")]
+
+
+# ---- the declaration --------------------------------------------------------------------------------------------
+
+def test_every_committed_model_result_set_is_declared_with_its_claims():
+    """Each ``realtrace/data/quality_*`` directory and ``value_directions`` is declared (a claim that adds a set
+    registers its recompute), every declared directory exists, names registered claims only, and -- since
+    regret-surrogate reads every ``quality_*`` set -- names regret-surrogate there."""
+    declared = {s.name for s in QUALITY_INPUTS}
+    committed = {p.name for p in DATA_DIR.glob("quality_*") if p.is_dir()} | {"value_directions"}
+    assert committed == declared
+    for s in QUALITY_INPUTS:
+        assert (ROOT / s.directory).is_dir() and s.claims and set(s.claims) <= set(CLAIMS), s.name
+        assert (SURROGATE in s.claims) == s.name.startswith("quality_"), s.name
+
+
+@pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
+def test_the_steps_remake_exactly_the_committed_files(s):
+    """What the steps write (their stdout files, the files they collect; ``value_directions``: what ``record``
+    writes) plus the carried-over files are exactly the committed files of the set."""
+    made = {st.stdout for st in s.steps if st.stdout} | {name for st in s.steps for _, name in st.collect}
+    if s.name == "value_directions":
+        made |= {"directions.json", "outlier.npz", "aligned.npz"}
+    committed = {p.name for p in (ROOT / s.directory).iterdir() if p.is_file()} - {"PROVENANCE.md"}
+    assert made | (set(s.keep) - {"PROVENANCE.md"}) == committed
+
+
+@pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
+def test_every_step_is_the_provenance_command(s):
+    """Each step's arguments, as the committed PROVENANCE writes them (whitespace and line continuations aside),
+    appear there: a ``quality`` command verbatim up to its output, a script line by line."""
+    text = " ".join(PROVENANCE.replace("\\\n", " ").split())
+    for st in s.steps:
+        args = [a for a in st.argv[1:] if a not in ("{dir}", "{scratch}")]
+        if args[0] == "-c":
+            for line in args[1].splitlines():
+                if "sys.argv[1]" in line and "record(" in line:
+                    line = line.split("; ", 1)[1].replace("sys.argv[1]", f"'{s.directory}'")
+                assert " ".join(line.split()) in text, line
+        else:
+            shown = " ".join(["python", *(a for a in args if a != "--out")])
+            assert shown in text.replace("$P", "").replace(" --out DIR", "") or \
+                _with_prompt_variable(shown) in text, shown
+
+
+def _with_prompt_variable(shown: str) -> str:
+    """PROVENANCE writes a prompt list once as ``P=...`` and then ``--prompts $P``."""
+    return re.sub(r"--prompts (\S+)", "--prompts $P", shown)
+
+
+def test_unknown_set_names_raise():
+    with pytest.raises(KeyError):
+        input_set("quality_nothing")
+
+
+# ---- selection and the FALLBACK line (pure) -------------------------------------------------------------------
+
+def test_selection():
+    names = {s.name for s in QUALITY_INPUTS}
+    assert inputs.selected(None, full=True) == names and inputs.selected(None, full=False) == set()
+    assert inputs.selected("all", True) == names and inputs.selected("none", True) == set()
+    assert inputs.selected("value_directions, quality_value", True) == {"value_directions", "quality_value"}
+    assert [s.name for s in inputs.sets_read_by(["surrogate-failure-directions"])] == ["value_directions"]
+    assert [s.name for s in inputs.sets_read_by(["gda-validation"])] == ["quality_section10", "quality_section11_shift"]
+    assert inputs.sets_read_by(["thm2-acc-unbounded"]) == []
+
+
+def test_fallback_line_groups_sets_by_reason():
+    line = inputs.fallback_line({"a": "quick", "b": "failed", "c": "quick"})
+    assert line == "FALLBACK: committed quality results used: realtrace/data/a, realtrace/data/c (quick); " \
+                   "realtrace/data/b (failed)"
+
+
+def test_a_stand_in_directory_is_what_the_readers_read(tmp_path):
+    """:func:`realtrace.inputs_from` redirects the reader of a set (and only within the block): a copy of
+    quality_section10 with one answer flipped reads back flipped."""
+    copy = tmp_path / "quality_section10"
+    shutil.copytree(DATA_DIR / "quality_section10", copy)
+    f = sorted(copy.glob("H2O_K*.json"))[0]
+    doc = json.loads(f.read_text())
+    prompt = next(iter(doc["runs"][0]["prompts"]))
+    run = next(r for r in doc["runs"] if r["kind"] == "policy")
+    run["prompts"][prompt]["right"] = not run["prompts"][prompt]["right"]
+    f.write_text(json.dumps(doc))
+    k = f.stem.rsplit("_K", 1)[1]
+    committed = section10_quality()["cases"][f"{prompt} K={k}"]["H2O"]["right"]
+    with inputs_from({"quality_section10": copy}):
+        assert input_dir("quality_section10") == copy
+        assert section10_quality()["cases"][f"{prompt} K={k}"]["H2O"]["right"] is (not committed)
+    assert input_dir("quality_section10") == DATA_DIR / "quality_section10"
+    assert section10_quality()["cases"][f"{prompt} K={k}"]["H2O"]["right"] is committed
+
+
+# ---- the command line -------------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args, needle", [
+    (("--recompute", "value_directions"), "--recompute needs --full"),
+    (("--full", "--recompute", "quality_nothing"), "unknown input set quality_nothing"),
+    (("--full", "--recompute", ","), "unknown input set (empty)"),
+    (("claim", "regret-surrogate", "--recompute", "all"), "--recompute needs --full"),
+])
+def test_a_bad_recompute_option_is_a_one_line_error(args, needle, tmp_path):
+    code, _, err = run_module("paper_check", *args, "--out", tmp_path)
+    assert is_one_line_error(code, err, needle), err
+    assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+def test_help_names_the_option_and_every_set():
+    for args in ((), ("claim",)):
+        code, out, _ = run_module("paper_check", *args, "--help")
+        assert code == 0 and "--recompute" in out
+        assert all(s.name in " ".join(out.split()) for s in QUALITY_INPUTS)
+
+
+def test_without_the_extras_full_reads_the_committed_set_and_says_why(tmp_path):
+    """``claim surrogate-failure-directions --full`` with torch, transformers and kvpress unimportable: one
+    FALLBACK line naming value_directions and the missing extra; the claim decides from the committed set."""
+    code, out, err = run_paper_check("claim", "surrogate-failure-directions", "--full", "--json", "--out", tmp_path,
+                                     blocked=True)
+    assert code == 0, err
+    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/value_directions "
+                                   "(the [real] extra does not import (torch, transformers))"], err
+    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/value_directions (committed)"
+    assert "[inputs] value_directions step" not in err
+    assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+def test_a_failed_recompute_is_one_line_and_falls_back(tmp_path):
+    """A recompute whose command fails (here: the quality cache path is a file's child) is one line naming the set,
+    the step and the command's own error; the set is read from its committed files, and the FALLBACK line says so."""
+    import os
+
+    for mod in ("torch", "transformers", "gguf"):
+        pytest.importorskip(mod, reason="without the [real] extra nothing is recomputed (the test above)")
+    env = dict(os.environ, KV_QUALITY_CACHE=str(tmp_path / "file" / "cache"))
+    (tmp_path / "file").write_text("")
+    code, out, err = run_paper_check("claim", "default-policy", "--full", "--recompute", "quality_section10",
+                                     "--json", "--out", tmp_path / "out", env=env)
+    assert code == 0, err
+    failed = [ln for ln in err.splitlines() if "recompute of" in ln]
+    assert len(failed) == 1 and failed[0].startswith(
+        "paper_check: recompute of realtrace/data/quality_section10 failed: step 1/4 (python -m paper_check quality "
+        "Default -p recent=32") and "KV_QUALITY_CACHE" in failed[0], err
+    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/quality_section10 "
+                                   f"({inputs.FAILED})"], err
+    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/quality_section10 (committed)"
+    assert not list((tmp_path / "out").glob(".paper_check-staging-*"))
+
+
+@pytest.mark.slow
+def test_full_recomputes_value_directions_from_the_model_and_decides_from_it(tmp_path):
+    """The end-to-end recompute of the cheapest set (about a minute of CPU): no FALLBACK line, the claim names the
+    recomputed set and matches the ledger's full verdict (exit 0), and the staging directory is gone."""
+    pytest.importorskip("torch")
+    from realtrace.model import MODEL_PACKAGE
+
+    if importlib.util.find_spec(MODEL_PACKAGE) is None:
+        pytest.skip("model wheel not installed")
+    code, out, err = run_paper_check("claim", "surrogate-failure-directions", "--full", "--recompute",
+                                     "value_directions", "--json", "--out", tmp_path, timeout=1800)
+    assert code == 0, err
+    assert fallback_lines(err) == [], err
+    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/value_directions (recomputed)"
+    assert not list(tmp_path.glob(".paper_check-staging-*"))

@@ -1,0 +1,111 @@
+"""The quality input sets: the committed model-backed results the quality claims decide from, and how to remake them.
+
+Each claim that reads the model's output (or its values) reads a directory ``realtrace/data/<name>`` of committed
+results, written by the commands in ``realtrace/data/PROVENANCE.md`` (or the directory's own ``PROVENANCE.md``), and
+read without torch.  :data:`QUALITY_INPUTS` declares, per directory, the commands that regenerate it (those
+PROVENANCE commands, with the output path replaced by a placeholder) and the claims that read it.  ``python -m
+paper_check --full`` with the ``[real]`` extra runs them into a staging directory and decides those claims from the
+fresh data (:mod:`paper_check.inputs`); a claim that adds a directory registers its recompute with one entry here.
+(A module of its own beside :mod:`theorems.claims`, so the command line's ``--help`` names the sets without
+importing every claim.)
+
+Placeholders in a step's arguments: ``{python}`` the running interpreter, ``{dir}`` the directory being rebuilt,
+``{scratch}`` an empty directory of the step's own (for commands that write a directory rather than stdout).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Step:
+    """One command of a recompute: ``argv`` (with placeholders), the file of the set its stdout becomes
+    (``stdout``), and the files it writes under ``{scratch}`` that become files of the set (``collect``: pairs of
+    a path under the scratch directory and a file name in the set)."""
+
+    argv: tuple[str, ...]
+    stdout: str | None = None
+    collect: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class QualityInput:
+    """A committed input set ``realtrace/data/<name>``, the claims that read it, the steps that regenerate it, the
+    extras those steps need, and the committed files carried over unchanged (``keep``: an input of a step, or a
+    file no claim reads, such as a timing)."""
+
+    name: str
+    claims: tuple[str, ...]
+    steps: tuple[Step, ...]
+    extras: tuple[str, ...] = ("real",)
+    keep: tuple[str, ...] = ()
+
+    @property
+    def directory(self) -> str:
+        return f"realtrace/data/{self.name}"
+
+
+def _quality(*args: str, out: str) -> Step:
+    """``python -m paper_check quality ARGS --json > {dir}/OUT``."""
+    return Step(("{python}", "-m", "paper_check", "quality", *args, "--json"), stdout=out)
+
+
+# realtrace/data/PROVENANCE.md, quality_section11_shift: several policies in one call of the function the command calls
+SHIFT_SCRIPT = """import json, sys
+from realtrace.quality.run import evaluate, parse_config
+k, names = int(sys.argv[1]), sys.argv[2:]
+cfgs = [c for n in names for c in parse_config(n, "closed", {"recent": k // 4, "n_sinks": 4} if n == "Default" else None)]
+res = evaluate(cfgs, [k], ["shift-16-d0", "shift-16-d50", "shift-24-d50"], "closed", 0, None, 1, None, 1, False,
+               progress=True, say=lambda m: sys.stderr.write(m + "\\n"), opt_top=32)
+print(json.dumps({**res, "runs": [{a: b for a, b in r.items() if a != "steps"} for r in res["runs"]]}, indent=1))
+"""
+SHORT5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
+SHIFT = "shift-16-d0,shift-16-d50,shift-24-d50"
+SURROGATE = "regret-surrogate"   # reads every realtrace/data/quality_* set (theorems.results.surrogate)
+
+QUALITY_INPUTS: tuple[QualityInput, ...] = (
+    QualityInput("quality_section10", ("default-policy", "gda-validation", SURROGATE), (
+        _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--opt-top", "32", "--workers",
+                 "1", out="Default_K128.json"),
+        _quality("H2O", "--budget", "128", "--opt-top", "32", "--workers", "1", out="H2O_K128.json"),
+        _quality("Default", "-p", "recent=64", "-p", "n_sinks=4", "--budget", "256", "--opt-top", "32", "--workers",
+                 "1", out="Default_K256.json"),
+        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json"))),
+    QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
+        _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--prompts", SHIFT, "--opt-top",
+                 "32", "--workers", "1", "--threads", "1", out="Default_K128.json"),
+        Step(("{python}", "-c", SHIFT_SCRIPT, "128", "H2O", "TOVA"), stdout="H2O_TOVA_K128.json"),
+        Step(("{python}", "-c", SHIFT_SCRIPT, "256", "Default", "H2O", "TOVA"), stdout="Default_H2O_TOVA_K256.json"))),
+    QualityInput("quality_coupled", (SURROGATE,), (
+        _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
+                 "--threads", "1", out="OPT_coupled.json"),
+        _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
+                 "--opt-top", "32", "--workers", "1", "--threads", "1", out="OPT_static.json")),
+        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json")),
+    QualityInput("quality_value", (SURROGATE,), (
+        _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
+                 out="OPT_value_K128_kv-24-12.json"),
+        _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
+                 out="OPT_value_K128_needle-1200-d50.json"))),
+    QualityInput("quality_budgets", (SURROGATE,), (
+        Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
+              "PyramidKV,AdaKV,CriticalKV,CriticalAdaKV,SnapKV", "--budgets", "128", "--prompts", SHORT5, "--workers",
+              "1", "--threads", "1", "--out", "{scratch}"), collect=(("quality.json", "presses_K128.json"),)),
+        Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
+              "LUKV=realtrace/data/quality_budgets/lukv_curve_recall.npy", "--budgets", "128", "--prompts", SHORT5,
+              "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
+             collect=(("quality.json", "lukv_K128.json"),))),
+        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md")),
+    QualityInput("value_directions", ("surrogate-failure-directions",), (
+        Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
+              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),)),
+)
+
+
+def input_set(name: str) -> QualityInput:
+    """The declared set ``name``; KeyError when there is none."""
+    return {s.name: s for s in QUALITY_INPUTS}[name]
+
+
+__all__ = ["QUALITY_INPUTS", "QualityInput", "Step", "input_set"]
