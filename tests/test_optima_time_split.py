@@ -8,6 +8,8 @@ recorded schedule replays through the engine at the reported cost.
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from hypothesis import given
@@ -17,6 +19,7 @@ from kvcore.optima import brute_rm, rm_opt
 from kvcore.optima.mincost import FlowNetwork
 from kvcore.optima.time_split import solve_time_split
 from kvcore.traces import PagingTrace
+from tests.command_line import is_one_line_error, run_module
 from tests.test_optima import paging_instances, replay_rm
 
 LEAVES = st.integers(2, 6)
@@ -97,3 +100,16 @@ def test_split_solves_a_line_network_and_refuses_others():
             solve_time_split(_line_network(**broken), leaf=2)
     with pytest.raises(ValueError, match="leaf"):
         solve_time_split(_line_network(), leaf=1)
+
+
+def test_the_benchmark_command_line():
+    """``python -m bench.rm_optimum`` as a user types it: both solvers in fresh processes, equal certified costs, the
+    ratio printed; bad input is one line with exit status 2."""
+    code, out, err = run_module("bench.rm_optimum", "--sizes", "3000", "--capacity", "40", "--json")
+    assert code == 0, err
+    row, = json.loads(out)["rows"]
+    assert row["same_cost"] and row["certified"] and row["new"]["cost"] == row["previous"]["cost"]
+    assert row["cpu_ratio"] == row["new"]["cpu_seconds"] / row["previous"]["cpu_seconds"]
+    code, out, err = run_module("bench.rm_optimum", "--sizes", "3000", "--capacity", "40")
+    assert code == 0 and "new / previous" in out and "same cost: True" in out
+    assert is_one_line_error(*run_module("bench.rm_optimum", "--sizes", "0")[::2], "--sizes")
