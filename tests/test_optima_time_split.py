@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kvcore.errors import ParameterError
 from kvcore.optima import brute_rm, rm_opt
 from kvcore.optima.mincost import FlowNetwork
 from kvcore.optima.time_split import solve_time_split
@@ -98,8 +99,10 @@ def test_split_solves_a_line_network_and_refuses_others():
                    dict(supply=np.array([1, 1, -2]))):  # supply not at the ends
         with pytest.raises(ValueError, match="time split"):
             solve_time_split(_line_network(**broken), leaf=2)
-    with pytest.raises(ValueError, match="leaf"):
-        solve_time_split(_line_network(), leaf=1)
+    with pytest.raises(ParameterError, match="split_steps = 1: must be at least 2"):
+        rm_opt(PagingTrace.unit([0, 1, 0]), 1, split_steps=1)
+    with pytest.raises(ParameterError, match="split_steps = 0"):
+        rm_opt(PagingTrace.unit([0, 1, 0]), 1, solver="highs", split_steps=0)
 
 
 def test_the_benchmark_command_line():

@@ -35,7 +35,7 @@ from ..errors import ParameterError
 from ..traces import PagingTrace
 from .mincost import DEFAULT_SOLVER, FlowNetwork, check_solver, exact_integers, solve
 from .result import OptResult
-from .time_split import LEAF_STEPS, solve_time_split
+from .time_split import LEAF_STEPS, check_leaf, solve_time_split
 
 
 def check_fits(trace: PagingTrace, capacity: int) -> np.ndarray:
@@ -64,14 +64,17 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = DEFAULT_SOLVER, reco
     """Minimum total fault cost of serving ``trace`` with a cache of ``capacity`` items (see module docstring).
 
     ``solver``: a backend of :mod:`kvcore.optima.mincost`; every backend returns a certified exact optimum
-    (``certified``, ``gap_bound``).  With ``"netsimplex"`` the network is solved in halves of the time line warm-
-    started upwards (:mod:`kvcore.optima.time_split`, ranges of at most ``split_steps`` steps solved from scratch;
-    ``None``: the whole network in one simplex run, the previous default, kept as the benchmark's baseline).  ``cost`` is the correctly rounded sum of the faulting requests' costs.  Raises
-    ParameterError for a capacity below 1 or a step requesting more than ``capacity`` items (costs are any valid
-    trace's: finite, non-negative, with a finite total, see :mod:`kvcore.traces`).
+    (``certified``, ``gap_bound``).  With ``"netsimplex"`` the network is solved in halves of the time line
+    warm-started upwards (:mod:`kvcore.optima.time_split`, ranges of at most ``split_steps`` steps solved from
+    scratch; ``None``: the whole network in one simplex run, the previous default, the benchmark's baseline).
+    ``cost`` is the correctly rounded sum of the faulting requests' costs.  Raises ParameterError for a capacity
+    below 1, ``split_steps`` below 2 or a step requesting more than ``capacity`` items (costs are any valid trace's:
+    finite, non-negative, with a finite total, see :mod:`kvcore.traces`).
     """
     h = check_capacity(capacity)
     check_solver(solver)
+    if split_steps is not None:
+        check_leaf(split_steps)
     per_step = check_fits(trace, h)
     T, costs = trace.T, trace.costs
     step_of, nxt = next_request(trace)

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..errors import ParameterError
 from .mincost import FlowNetwork, FlowSolution, solve_netsimplex
 
 LEAF_STEPS = 20_000  # measured at T = 10^6, h = 1,000: leaves of 20 k / 50 k / 100 k steps took 39 / 43 / 47 s CPU
@@ -59,11 +60,17 @@ def check_time_line(net: FlowNetwork) -> int:
     return h
 
 
+def check_leaf(leaf: int) -> int:
+    """ParameterError unless ``leaf`` (``rm_opt``'s ``split_steps``) is at least 2 nodes."""
+    if leaf < 2:
+        raise ParameterError(f"split_steps = {leaf}: must be at least 2 (or None: the whole network at once)")
+    return leaf
+
+
 def solve_time_split(net: FlowNetwork, leaf: int = LEAF_STEPS) -> FlowSolution:
     """The certified minimum-cost flow of the time-line network ``net`` (module docstring), ranges of at most
     ``leaf`` nodes solved from scratch and every larger range warm-started from its halves."""
-    if leaf < 2:
-        raise ValueError(f"time split: leaf = {leaf}: must be at least 2 nodes")
+    check_leaf(leaf)
     h = check_time_line(net)
     by_tail = np.argsort(net.tail, kind="stable")
     tails = net.tail[by_tail]
