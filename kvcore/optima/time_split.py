@@ -38,7 +38,9 @@ import numpy as np
 from ..errors import ParameterError
 from .mincost import FlowNetwork, FlowSolution, solve_netsimplex
 
-LEAF_STEPS = 20_000  # measured at T = 10^6, h = 1,000: leaves of 20 k / 50 k / 100 k steps took 39 / 43 / 47 s CPU
+# measured at T = 10^6, h = 1,000 (a prototype of this module, same scheme): leaves of 20 k / 50 k / 100 k steps
+# took 39 / 43 / 47 s CPU; at 3 x 10^5, 5 k / 10 k / 20 k steps 8.9 / 8.7 / 9.6 s (the merges dominate, see README)
+LEAF_STEPS = 20_000
 
 
 def check_time_line(net: FlowNetwork) -> int:
