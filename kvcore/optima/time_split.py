@@ -38,8 +38,8 @@ import numpy as np
 from ..errors import ParameterError
 from .mincost import FlowNetwork, FlowSolution, solve_netsimplex
 
-# measured at T = 10^6, h = 1,000 (a prototype of this module, same scheme): leaves of 20 k / 50 k / 100 k steps
-# took 39 / 43 / 47 s CPU; at 3 x 10^5, 5 k / 10 k / 20 k steps 8.9 / 8.7 / 9.6 s (the merges dominate, see README)
+# h = 1,000, bench trace, CPU: at T = 10^6 leaves of 20 k / 50 k / 100 k steps took 39 / 43 / 47 s (a prototype of
+# this module, same scheme); at 3 x 10^5, 5 k / 10 k / 20 k steps 8.9 / 8.7 / 9.6 s (this module)
 LEAF_STEPS = 20_000
 
 
