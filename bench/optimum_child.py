@@ -3,7 +3,9 @@ rm|nm T capacity seed [SOLVER]`` prints one JSON object (wall and CPU seconds, c
 peak RSS before and after the solve).  CPU seconds are quoted next to wall seconds because the machine is shared:
 under load the wall time of one process stretches, its CPU time much less.
 
-``SOLVER`` is a backend of :mod:`kvcore.optima.mincost` (default: the library's default), or ``baseline``: the
+``SOLVER`` is a backend of :mod:`kvcore.optima.mincost` (default: the library's default), ``netsimplex-whole``
+(RM only: the network simplex on the whole network in one run, the default before :mod:`kvcore.optima.time_split`;
+``bench.rm_optimum`` compares the two), or ``baseline``: the
 HiGHS path the library used before the exact network simplex (kept here so that the speed-up is measured against it
 in the same run): HiGHS dual simplex with devex pricing through ``scipy.optimize.linprog`` on the unscaled float
 costs, with no exact certificate, on the RM network of :mod:`kvcore.optima.rm_flow` and on SPEC section 3's NM chain
@@ -108,7 +110,10 @@ def main(argv: list[str]) -> dict:
         cost, misses = (baseline_rm if model == "rm" else baseline_nm)(trace, capacity)
         row.update(cost=cost, misses=misses, certified=False)
     else:
-        result = (optima.rm_opt if model == "rm" else optima.nm_opt)(trace, capacity, solver=solver)
+        if solver == "netsimplex-whole":
+            result = optima.rm_opt(trace, capacity, solver="netsimplex", split_steps=None)
+        else:
+            result = (optima.rm_opt if model == "rm" else optima.nm_opt)(trace, capacity, solver=solver)
         row.update(cost=float(result.cost), misses=int(result.misses), certified=bool(result.certified),
                    gap_bound=float(result.gap_bound), solved_by=result.solver)
     row.update(seconds=time.perf_counter() - start, cpu_seconds=time.process_time() - cpu, rss_before_mb=before,

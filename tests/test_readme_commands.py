@@ -25,6 +25,7 @@ SUBCOMMANDS = {
     "bench": set(),
     "bench.fuzz_power": set(),
     "bench.quality_cache": set(),
+    "bench.rm_optimum": set(),
     "tests.test_figure_layout": set(),
     "realtrace.quality": set(),
     "realtrace.quality.bench": set(),

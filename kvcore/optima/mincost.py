@@ -80,7 +80,8 @@ has one run's table):
   3 x 10^5 (the duals are degenerate: almost every step has price 0, so the zero plateau spans most of the gap);
   (iii) 0.14 % need the Dijkstra step, which settles the whole plateau (56 k nodes at 10^5, 137 k at 3 x 10^5).
   A search that treats runs of the line as one unit (range trees over room and potentials) is what remains; not
-  built.  Dominance (3,000 sampled gaps at 10^5): a gap is in some optimum when at each of its steps fewer than the
+  built.  What met the goal instead: the same simplex on halves of the time line, each merge warm-started from
+  the halves' optimal bases (:mod:`kvcore.optima.time_split`, the RM default since).  Dominance (3,000 sampled gaps at 10^5): a gap is in some optimum when at each of its steps fewer than the
   free slots are covered by gaps not containing it at no higher cost (25 % of gaps qualify), and in none when at
   some step at least the free slots are covered by nested gaps of no lower cost (5.4 %): too few to remove line
   nodes.  The line as the simplex's starting tree: 1.12 M pivots, 28 s, against 344 k and 4.9 s from the star.
