@@ -26,7 +26,7 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
-    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc"}
+    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "workingset"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -94,6 +94,8 @@ MEASURED = {
                                  "bound": 70.0}},
                 "persistence": {"w": {"LFU": {"reset": 10, "persistent": 20}}}},
     "alloc": {"budgets": [8, 16], "uniform": [10.0, 5.0], "static": [8.0, 4.0], "dynamic": [7.0, 3.5], "heads": 4},
+    "workingset": {"grid": [16, 32], "prompts": [{"name": "p", "group": "sharp", "ws": 20.0}],
+                   "floors": {"OPT": {"p": 32}}, "adaptive": {"OPT": {"fixed": 1, "adaptive": 2}}},
 }
 
 
@@ -133,6 +135,8 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("seed002", {"sweeps": {"w": {"reference": {"LRU": -1}}}}, "must be >= 0"),
     ("alloc", {"budgets": [8, 16], "static": [1.0]}, "one regret per budget"),
     ("alloc", {"budgets": [8.5], "static": [1.0]}, "must be an integer"),
+    ("workingset", {"grid": [16], "prompts": [{"name": "p", "ws": 1.0}], "floors": {"OPT": {"q": 16}}}, "floors['OPT']"),
+    ("workingset", {"grid": [16], "adaptive": {"OPT": {"fixed": 1}}}, "adaptive must map"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):
