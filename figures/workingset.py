@@ -53,11 +53,15 @@ def workingset_notes(data: dict | None) -> list[str]:
     return _ws_data(data).get("notes", [])
 
 
+FORMULA = ("floor = working set: min{K : answer right and KL <= 0.1 at every budget >= K} = "
+           "mean_h max_t |U_[t-W,t) H_s(0.01)|")
+
+
 @figure("workingset", "workingset_floors", "Quality floors against working sets; adaptive against fixed budgets",
-        "floor = working set: min{K : answer right and KL <= 0.1 at every budget >= K} = mean_h max_t |U_[t-W,t) H_s(0.01)|",
-        "Paper §7-§8 and §11 in the model: (a) each prompt's quality floor against its measured persistent heavy set "
-        "(the prediction floor = working set: min{K : answer right and KL <= 0.1 at every budget >= K} = mean_h "
-        "max_t |U_[t-W,t) H_s(0.01)|, W = 32 rows, 90 heads), one marker per eviction policy; floors above the "
+        FORMULA,
+        "Paper §7-§8 and §11 in the model: (a) each prompt's quality floor against its measured persistent heavy "
+        "set "
+        f"(the prediction {FORMULA}, W = 32 rows, 90 heads), one marker per eviction policy; floors above the "
         "budget grid at twice its top.  (b) prompts passing on the mixed workload, one fixed budget against budgets "
         "sized to each prompt's working set with the same total.  Without data: the prediction only.",
         notes=workingset_notes)

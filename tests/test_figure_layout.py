@@ -199,9 +199,10 @@ SAMPLE = {
               "static": [3014, 2226, 1459, 781, 290, 41], "dynamic": [2922, 2119, 1362, 716, 250, 30], "heads": 12,
               "trace": "realtrace/data/smollm2_recall: 12 KV heads, T = 617, exact certified flows"},
     "workingset": {"grid": [16, 32, 64, 128, 256],
-                   "prompts": [{"name": n, "group": g, "ws": w} for n, g, w in (("a", "sharp", 20.5), ("b", "sharp", 25.0),
-                                                                               ("c", "broad", 60.2), ("d", "broad", 90.0))],
-                   "floors": {"OPT": {"a": 16, "b": 32, "c": 64, "d": None}, "H2O": {"a": 32, "b": 64, "c": 128, "d": None},
+                   "prompts": [{"name": n, "group": g, "ws": w} for n, g, w in (
+                       ("a", "sharp", 20.5), ("b", "sharp", 25.0), ("c", "broad", 60.2), ("d", "broad", 90.0))],
+                   "floors": {"OPT": {"a": 16, "b": 32, "c": 64, "d": None},
+                              "H2O": {"a": 32, "b": 64, "c": 128, "d": None},
                               "TOVA": {"a": 32, "b": 32, "c": 128, "d": 256},
                               "StreamingLLM": {"a": None, "b": None, "c": None, "d": None}},
                    "adaptive": {p: {"fixed": 8, "adaptive": 10} for p in ("OPT", "H2O", "TOVA", "StreamingLLM")},

@@ -135,7 +135,8 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("seed002", {"sweeps": {"w": {"reference": {"LRU": -1}}}}, "must be >= 0"),
     ("alloc", {"budgets": [8, 16], "static": [1.0]}, "one regret per budget"),
     ("alloc", {"budgets": [8.5], "static": [1.0]}, "must be an integer"),
-    ("workingset", {"grid": [16], "prompts": [{"name": "p", "ws": 1.0}], "floors": {"OPT": {"q": 16}}}, "floors['OPT']"),
+    ("workingset", {"grid": [16], "prompts": [{"name": "p", "ws": 1.0}], "floors": {"OPT": {"q": 16}}},
+     "floors['OPT']"),
     ("workingset", {"grid": [16], "adaptive": {"OPT": {"fixed": 1}}}, "adaptive must map"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):

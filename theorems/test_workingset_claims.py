@@ -91,7 +91,11 @@ committed = pytest.mark.skipif(W.load() is None, reason="no committed working-se
 @committed
 def test_every_counted_prompt_passes_the_full_cache_control_and_has_every_replay():
     t = W.committed_table()
-    assert t["counted"] and not t["excluded"]
+    sweep = json.loads((W.DIRECTORY / W.SWEEP).read_text())
+    right = {p["name"]: p["full_cache_right"] for p in sweep["prompts"]}
+    assert t["counted"] == [q for q, ok in right.items() if ok] and t["excluded"] == [q for q, ok in right.items()
+                                                                                     if not ok]
+    assert {W.group(q) for q in t["counted"]} == {"sharp", "broad"}
     for pol in W.POLICIES:
         assert set(t["floors"][pol]) == set(t["counted"])
 
@@ -152,7 +156,7 @@ def test_a_committed_replay_recomputes_through_the_command_line():
                         "kv-24-12", "--no-opt", "--workers", "1", "--threads", "1", "--json"],
                        capture_output=True, text=True, timeout=900, cwd=ROOT)
     assert p.returncode == 0, p.stderr
-    (run,) = json.loads(p.stdout)["runs"]
+    (run,) = [r for r in json.loads(p.stdout)["runs"] if r["config"] == "TOVA"]
     want = W.committed_table()["replays"]["TOVA"]["kv-24-12"]["32"]
     assert run["prompts"]["kv-24-12"]["right"] == want["right"]
     assert run["prompts"]["kv-24-12"]["kl_answer"] == pytest.approx(want["kl_answer"], rel=1e-6, abs=1e-9)

@@ -79,9 +79,10 @@ def _orders(s: dict) -> bool:
     "no committed sweep": (lambda v: {"measured": False}, "not-checkable"),
     "no policy collapses at the smallest budget": (lambda v: edit(v, "policies", lambda ps: {
         p: dict(s, collapses_at_smallest=0) for p, s in ps.items()}), "not-checkable"),
-    "floors fall as the working set grows": (lambda v: edit(v, "policies", lambda ps: {
-        p: dict(s, rho=-0.5, mean_floor_broad=16.0, mean_floor_sharp=64.0) for p, s in ps.items()}),
-        "not-reproduced"),
+    "floors ordered for every policy, the optimum's never at its working set": (lambda v: edit(
+        v, "policies", lambda ps: {p: dict(s, rho=0.8, mean_floor_broad=256.0, mean_floor_sharp=64.0,
+                                           at_working_set=0 if p == "OPT" else s["at_working_set"])
+                                   for p, s in ps.items()}), "holds-with-correction"),
     "every optimum floor one step from its working set, floors ordered": (lambda v: edit(v, "policies", lambda ps: {
         p: dict(s, rho=0.8, mean_floor_broad=128.0, mean_floor_sharp=32.0,
                 at_working_set=len(v["counted"]) if p == "OPT" else s["at_working_set"]) for p, s in ps.items()}),
@@ -197,19 +198,27 @@ def _gain(v: dict, mix: str, pol: str) -> float:
     "no committed sweep": (lambda v: {"measured": False}, "not-checkable"),
     "the budget changes nothing": (lambda v: edit(v, "budget_span", lambda s: {
         p: dict(x, smallest=x["largest"]) for p, x in s.items()}), "not-checkable"),
-    "adaptive never beats fixed": (lambda v: edit(v, "mixes/heterogeneous", lambda m: {
-        k: (x if k == "prompts" else dict(x, policies={p: dict(r, beats=False) for p, r in x["policies"].items()}))
-        for k, x in m.items()}), "not-reproduced")})
+    "the floor-sized split never gains": (lambda v: edit(v, "mixes/heterogeneous", lambda m: {
+        k: (x if k == "prompts" else dict(x, policies={p: dict(r, floor_sized_beats=False)
+                                                       for p, r in x["policies"].items()}))
+        for k, x in m.items()}), "not-checkable"),
+    "adaptive beats fixed for every policy, by a fifth of the prompts on the mix": (lambda v: edit(
+        v, "mixes/heterogeneous", lambda m: {k: (x if k == "prompts" else dict(x, policies={
+            p: dict(r, beats=True, pass_gain_per_prompt=0.2) for p, r in x["policies"].items()}))
+            for k, x in m.items()}), "holds")})
 def adaptive_budget_quality_decide(v: dict, e: dict) -> Decision:
     """Per policy (the optimum and H2O, TOVA, StreamingLLM) and fixed budget ``K`` in 32, 64, 128: the adaptive
     split beats the fixed budget when more prompts pass, or as many and the mean answer KL is lower by more than
     ``max(0.10 x fixed's, ln 1.01)``.  (Beats) on the heterogeneous mix of every counted prompt, adaptive beats fixed
     at a majority of the ``K`` for the optimum and for at least two online rules.  (Most on heterogeneous) for a
     majority of the policies, the pass gain per prompt averaged over ``K`` is positive on the heterogeneous mix and
-    at least that of each homogeneous mix (sharp only, broad only).  Verdict: not-checkable without the sweep or
-    when no policy's quality differs between the smallest and the largest uniform budget (positive control: the
-    replay must see the budget at all); holds when both hold; holds-with-correction when adaptive beats fixed but
-    not most on the heterogeneous mix; not-reproduced otherwise (an empirical claim on one model)."""
+    at least that of each homogeneous mix (sharp only, broad only).  Verdict: not-checkable without the sweep, when
+    no policy's quality improves from the smallest to the largest uniform budget (the replay must see the budget at
+    all), or when the floor-sized split (:func:`~theorems.results.workingset.floor_budgets`: the same total, each
+    prompt raised to its own measured floor) beats the fixed budget for no policy at any ``K`` (positive control: a
+    per-prompt split that knows the floors must be able to gain on these replays, else no split could be seen to);
+    holds when both hold; holds-with-correction when adaptive beats fixed but not most on the heterogeneous mix;
+    not-reproduced otherwise (an empirical claim on one model)."""
     if not v["measured"]:
         return Decision("not-checkable", f"Missing input: {MISSING}.")
     span = v["budget_span"]
@@ -217,8 +226,19 @@ def adaptive_budget_quality_decide(v: dict, e: dict) -> Decision:
     if not sees:
         return Decision("not-checkable", "No policy's quality improves from the smallest to the largest uniform "
                         "budget, so the replay cannot show a budget effect (positive control failed).")
-    half = len(v["fixed"]) / 2
     hetero = v["mixes"]["heterogeneous"]
+    oracle = {p: sum(hetero[str(k)]["policies"][p]["floor_sized_beats"] for k in v["fixed"])
+              for p in hetero[str(v["fixed"][0])]["policies"]}
+    control = (f"Positive controls: quality improves from the smallest to the largest uniform budget for "
+               f"{', '.join(sees)}; the floor-sized split of the same total beats the fixed budget at "
+               f"{', '.join(f'{p} {n}' for p, n in oracle.items())} of {len(v['fixed'])} budgets ("
+               + "; ".join(f"K = {k}: " + ", ".join(f"{p} {r['floor_sized']['passing']}" for p, r in
+                                                     hetero[str(k)]["policies"].items()) + " passing"
+                           for k in v["fixed"]) + ").")
+    if not any(oracle.values()):
+        return Decision("not-checkable", "Even the split sized to each prompt's measured floor gains nothing on "
+                        "these replays, so no per-prompt split could be seen to.  " + control)
+    half = len(v["fixed"]) / 2
     win = {p: _wins(v, "heterogeneous", p) for p in hetero[str(v["fixed"][0])]["policies"]}
     online = [p for p in win if p != "OPT" and win[p] > half]
     beat = win["OPT"] > half and len(online) >= 2
@@ -242,8 +262,7 @@ def adaptive_budget_quality_decide(v: dict, e: dict) -> Decision:
                + f".  Adaptive beats fixed at {', '.join(f'{p} {n}' for p, n in win.items())} of {len(v['fixed'])} "
                f"budgets.  Pass gain per prompt averaged over K ({'/'.join(v['mixes'])}): {gains}.  On "
                f"{v['resamples']} resampled heterogeneous mixes (seed {v['seed']}) adaptive beats fixed in a fraction "
-               f"(K = {'/'.join(str(k) for k in v['fixed'])}): {rs}.  Positive control: quality improves from the "
-               f"smallest to the largest uniform budget for {', '.join(sees)}.")
+               f"(K = {'/'.join(str(k) for k in v['fixed'])}): {rs}.  " + control)
     readings = {"adaptive beats fixed at equal memory": {
                     "verdict": "holds" if beat else "not-reproduced",
                     "finding": f"OPT wins at {win['OPT']} of {len(v['fixed'])}; online rules winning at a majority: "
@@ -303,10 +322,10 @@ def _ratio_about(f: dict, ws_ratio: float) -> bool:
     "no committed sweep": (lambda v: {"measured": False, "control": v["control"]}, "not-checkable"),
     "the planted long-range head is not larger": (lambda v: edit(v, "control", lambda c: dict(
         c, long_range=c["near"], ratio=1.0)), "not-checkable"),
-    "far and near working sets equal, floors equal": (lambda v: edit(v, "pairs", lambda ps: [dict(
-        p, ws_far=p["ws_near"], ws_ratio=1.0, floors={k: dict(f, far=f["near"], ratio=1.0, higher=False)
-                                                      for k, f in p["floors"].items()}) for p in ps]),
-        "not-reproduced"),
+    "far working sets double, floors eight times higher": (lambda v: edit(v, "pairs", lambda ps: [dict(
+        p, ws_far=2 * p["ws_near"], ws_ratio=2.0, floors={k: {"far": 256, "near": 32, "ratio": 8.0, "higher": True}
+                                                          for k in p["floors"]}) for p in ps]),
+        "holds-with-correction"),
     "far working sets double, floors double": (lambda v: edit(v, "pairs", lambda ps: [dict(
         p, ws_far=2 * p["ws_near"], ws_ratio=2.0, floors={k: {"far": 64, "near": 32, "ratio": 2.0, "higher": True}
                                                           for k in p["floors"]}) for p in ps]), "holds")})

@@ -237,6 +237,20 @@ def adaptive_budgets(ws: dict[str, float], fixed: int, grid=GRID) -> dict[str, i
     return best
 
 
+def floor_budgets(floors: dict[str, int | None], fixed: int, grid=GRID) -> dict[str, int]:
+    """The positive control's split of the same total ``len(floors) x fixed``: every prompt starts at the smallest
+    grid budget, then prompts in order of their measured floor (smallest first; one above the grid is never raised)
+    are raised to their floor while the total allows.  It knows the floors, so it shows what a per-prompt budget
+    *can* gain on these replays; it is no rule an online controller could follow."""
+    left = len(floors) * fixed - len(floors) * grid[0]
+    out = {p: grid[0] for p in floors}
+    for p in sorted((p for p in floors if floors[p] is not None), key=lambda p: (floors[p], p)):
+        extra = floors[p] - grid[0]
+        if extra <= left:
+            out[p], left = floors[p], left - extra
+    return out
+
+
 def mix_quality(replays: dict[str, dict[str, dict]], budgets: dict[str, int]) -> dict:
     """A mix's quality with per-prompt budgets: prompts passing, mean answer KL."""
     pts = [replays[p][str(k)] for p, k in budgets.items()]
@@ -279,6 +293,8 @@ def mix_comparison(t: dict, prompts: list[str], fixed: int) -> dict:
     for pol in POLICIES:
         f = mix_quality(t["replays"][pol], {q: fixed for q in prompts})
         a = mix_quality(t["replays"][pol], budgets)
+        o = mix_quality(t["replays"][pol], floor_budgets({q: t["floors"][pol][q] for q in prompts}, fixed))
         out["policies"][pol] = {"fixed": f, "adaptive": a, "beats": beats(a, f), "loses": beats(f, a),
-                                "pass_gain_per_prompt": (a["passing"] - f["passing"]) / len(prompts)}
+                                "pass_gain_per_prompt": (a["passing"] - f["passing"]) / len(prompts),
+                                "floor_sized": o, "floor_sized_beats": beats(o, f)}
     return out
