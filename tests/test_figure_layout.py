@@ -212,6 +212,15 @@ SAMPLE = {
                                         "mass_by_mass": 520.0 - 50 * i, "mass_by_value": 555.0 - 50 * i}
                                     for i, g in enumerate(("early", "middle", "late"))},
                          "source": "realtrace/data/value_directions: kv-24-12 (429 tokens), K = 128, 90 KV heads"},
+    "workingset": {"grid": [16, 32, 64, 128, 256],
+                   "prompts": [{"name": n, "group": g, "ws": w} for n, g, w in (
+                       ("a", "sharp", 20.5), ("b", "sharp", 25.0), ("c", "broad", 60.2), ("d", "broad", 90.0))],
+                   "floors": {"OPT": {"a": 16, "b": 32, "c": 64, "d": None},
+                              "H2O": {"a": 32, "b": 64, "c": 128, "d": None},
+                              "TOVA": {"a": 32, "b": 32, "c": 128, "d": 256},
+                              "StreamingLLM": {"a": None, "b": None, "c": None, "d": None}},
+                   "adaptive": {p: {"fixed": 8, "adaptive": 10} for p in ("OPT", "H2O", "TOVA", "StreamingLLM")},
+                   "fixed": "32/64/128", "notes": ["4 prompts the full cache answers; a computed sentence."]},
 }
 
 

@@ -26,7 +26,7 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
-    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions"}
+    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions", "workingset"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -101,6 +101,8 @@ MEASURED = {
     "gda_shift": {"budgets": [128], "policies": {"Default": {"gap": [[0.01, 0.02]], "kl_answer": [[1.0, 2.0]]}}},
     "value_directions": {"groups": {"early": {"value_by_mass": 3.0, "value_by_value": 2.0, "mass_by_mass": 1.0,
                                               "mass_by_value": 1.5}}},
+    "workingset": {"grid": [16, 32], "prompts": [{"name": "p", "group": "sharp", "ws": 20.0}],
+                   "floors": {"OPT": {"p": 32}}, "adaptive": {"OPT": {"fixed": 1, "adaptive": 2}}},
 }
 
 
@@ -151,6 +153,9 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("value_directions", {"groups": {"early": {"value_by_mass": 1.0}}}, "must have exactly"),
     ("value_directions", {"groups": {"early": {"value_by_mass": -1.0, "value_by_value": 1.0, "mass_by_mass": 1.0,
                                                "mass_by_value": 1.0}}}, "must be >= 0"),
+    ("workingset", {"grid": [16], "prompts": [{"name": "p", "ws": 1.0}], "floors": {"OPT": {"q": 16}}},
+     "floors['OPT']"),
+    ("workingset", {"grid": [16], "adaptive": {"OPT": {"fixed": 1}}}, "adaptive must map"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):

@@ -60,6 +60,12 @@ res = evaluate(cfgs, [k], ["shift-16-d0", "shift-16-d50", "shift-24-d50"], "clos
                progress=True, say=lambda m: sys.stderr.write(m + "\\n"), opt_top=32)
 print(json.dumps({**res, "runs": [{a: b for a, b in r.items() if a != "steps"} for r in res["runs"]]}, indent=1))
 """
+# realtrace/data/quality_workingset/PROVENANCE.md: the working sets, from the references the sweep cached
+WORKINGSET_SCRIPT = """import json, sys
+from theorems.results.workingset import measure
+print(json.dumps(measure(say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
+"""
+WORKINGSET_PROMPTS = "needle-400-d10,needle-400-d90,needle-600-d10,needle-600-d90,kv-24-12,kv-40-20,shift-12-d50"
 SHORT5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 SHIFT = "shift-16-d0,shift-16-d50,shift-24-d50"
 SURROGATE = "regret-surrogate"   # reads every realtrace/data/quality_* set (theorems.results.surrogate)
@@ -97,6 +103,12 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
              collect=(("quality.json", "lukv_K128.json"),))),
         extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md")),
+    QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
+                                        SURROGATE), (
+        Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM", "--presses",
+              "none", "--budgets", "16,32,64,128,256", "--prompts", WORKINGSET_PROMPTS, "--opt-top", "32", "--threads",
+              "1", "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json"),
+        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json"))),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
               "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),)),

@@ -25,6 +25,7 @@ from .allocation import allocation_study
 from .blocks import PAGE_READING, run_block_study
 from .classic import cyclic_table, eq6_table, eq8_table, marking_table
 from .quality_overlays import QUALITY_OVERLAYS
+from . import workingset as W
 
 # Figure 13's context length n (its caption, figures.analytic.FIG13_N).
 FIG13_TOKENS = 4096
@@ -306,8 +307,27 @@ def alloc_overlay(sizes: dict) -> dict:
                                           f"exact certified flows, stored entries only"}
 
 
+# Quality floors against working sets (claims quality-floor-working-set, adaptive-budget-quality, long-range-floor):
+# the committed sweep, read without torch
+
+def workingset_overlay(sizes: dict) -> dict | None:
+    """The committed table of :mod:`theorems.results.workingset`: each counted prompt's working set, each policy's
+    floors, and the heterogeneous mix's passing prompts fixed against adaptive; None without the committed data."""
+    t = cached(W.committed_table)
+    if t is None:
+        return None
+    opt = [W.floor_number(t["floors"]["OPT"][q]) for q in t["counted"]]
+    rho = W.spearman([t["prompts"][q]["ws"] for q in t["counted"]], opt)
+    return {"grid": t["grid"], "prompts": [{"name": q, "group": t["prompts"][q]["group"], "ws": t["prompts"][q]["ws"]}
+                                          for q in t["counted"]],
+            "floors": t["floors"], "adaptive": W.hetero_passing(t), "fixed": "/".join(map(str, W.FIXED)),
+            "notes": [f"{len(t['counted'])} prompts the full cache answers; Spearman's rho of the optimum's floor "
+                      f"against the working set: {'n/a' if rho is None else f'{rho:.3g}'}."]}
+
+
 OVERLAYS = {"7": fig7_overlay, "8": fig8_overlay, "9": fig9_overlay, "11": fig11_overlay, "13": fig13_overlay,
-            "seed002": seed002_overlay, "alloc": alloc_overlay, **QUALITY_OVERLAYS}
+            "seed002": seed002_overlay, "alloc": alloc_overlay, "workingset": workingset_overlay,
+            **QUALITY_OVERLAYS}
 
 
 def figure_data(fig_id: str, profile: Profile, sizes: dict | None = None) -> dict | None:
@@ -315,3 +335,4 @@ def figure_data(fig_id: str, profile: Profile, sizes: dict | None = None) -> dic
     formula-only."""
     make = OVERLAYS.get(str(fig_id))
     return None if make is None else make(overlay_sizes(fig_id, profile) if sizes is None else sizes)
+
