@@ -26,7 +26,7 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
-    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc"}
+    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "14m", "bench"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -94,6 +94,9 @@ MEASURED = {
                                  "bound": 70.0}},
                 "persistence": {"w": {"LFU": {"reset": 10, "persistent": 20}}}},
     "alloc": {"budgets": [8, 16], "uniform": [10.0, 5.0], "static": [8.0, 4.0], "dynamic": [7.0, 3.5], "heads": 4},
+    "14m": {"series": {"OPT": [{"budget": 64, "fraction": 0.15, "accuracy": 0.6, "dnll_answer": 0.3}]}},
+    "bench": {"rules": [{"rule": "H2O", "budget": 64, "easy_gap": 0.1, "hard_dnll": 1.2}],
+              "cases": [{"case": "p K=64", "opt_dnll": 0.5, "best_dnll": -0.1}]},
 }
 
 
@@ -133,6 +136,8 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("seed002", {"sweeps": {"w": {"reference": {"LRU": -1}}}}, "must be >= 0"),
     ("alloc", {"budgets": [8, 16], "static": [1.0]}, "one regret per budget"),
     ("alloc", {"budgets": [8.5], "static": [1.0]}, "must be an integer"),
+    ("14m", {"series": {"OPT": [{"budget": 64, "fraction": 1.5, "accuracy": 0.5, "dnll_answer": 0.1}]}},
+     "fraction must be in (0, 1]"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):
