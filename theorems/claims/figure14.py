@@ -90,9 +90,9 @@ def _system_verdict(s: dict) -> str:
         dict(p, rule_right=True) for p in s["prompts"]]) for s in ps]), "holds"),
     "no published rule and no optimum answering": (lambda v: edit(v, "published", lambda ps: [dict(s, prompts=[
         dict(p, rule_right=False, opt_right=False) for p in s["prompts"]]) for s in ps]), "not-checkable"),
-    "no published rule answering, the optimum answering": (lambda v: edit(v, "published", lambda ps: [dict(
-        s, prompts=[dict(p, rule_right=False, opt_right=True) for p in s["prompts"]]) for s in ps]),
-        "not-reproduced")})
+    "the first published rule answering everywhere, the others not": (lambda v: edit(v, "published", lambda ps: [
+        dict(s, prompts=[dict(p, rule_right=i == 0, opt_right=True) for p in s["prompts"]])
+        for i, s in enumerate(ps)]), "holds-with-correction")})
 def figure14_measured_decide(v: dict, e: dict) -> Decision:
     """Readings.  (published points, the claim's own: the operating points the figure replots) for each cited
     system the sweep runs, at the smallest measured budget at or above its published fraction of each easy prompt:
