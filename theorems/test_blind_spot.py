@@ -116,10 +116,10 @@ def test_the_saved_case_replays_through_the_command_line(tmp_path):
     case = B.cases(True)[(s["prompt"], s["budget"])]
     for name, rel in s["files"].items():
         path = B.BLIND_DIR.parent / rel.split("/", 2)[2]
-        p = run_module("paper_check", "quality", f"file:{path}", "--budget", str(s["budget"]), "--prompts",
-                       s["prompt"], "--no-opt", "--workers", "1", "--json", timeout=1800)
-        assert p.returncode == 0, p.stderr
-        (run,) = [r for r in json.loads(p.stdout)["runs"] if r["kind"] == "file"]
+        code, out, err = run_module("paper_check", "quality", f"file:{path}", "--budget", str(s["budget"]),
+                                    "--prompts", s["prompt"], "--no-opt", "--workers", "1", "--json", timeout=1800)
+        assert code == 0, err
+        (run,) = [r for r in json.loads(out)["runs"] if r["kind"] == "file"]
         got, want = run["prompts"][s["prompt"]], case["runs"][name]
         assert bool(got["right"]) == bool(want["right"]), name
         assert got["dnll_answer"] == pytest.approx(want["dnll_answer"], rel=1e-3, abs=1e-6), name
