@@ -22,7 +22,7 @@ from . import _style
 from .registry import FIGURES, FigureSpec
 
 # Import order fixes registry order; each module registers its figures on import.
-from . import diagrams, analytic, attention, published, blocks, allocation, quality, workingset  # noqa: E402,F401  (registration side effect)
+from . import diagrams, analytic, attention, published, blocks, allocation, quality, workingset, quality_measured  # noqa: E402,F401  (registration side effect)
 
 FIGURES = dict(sorted(FIGURES.items(), key=lambda kv: (kv[1].number is None, kv[1].number or 0, kv[0])))
 

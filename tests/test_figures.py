@@ -26,7 +26,8 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
-    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions", "workingset"}
+    assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions",
+                                                 "workingset", "14m", "bench"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -103,6 +104,9 @@ MEASURED = {
                                               "mass_by_value": 1.5}}},
     "workingset": {"grid": [16, 32], "prompts": [{"name": "p", "group": "sharp", "ws": 20.0}],
                    "floors": {"OPT": {"p": 32}}, "adaptive": {"OPT": {"fixed": 1, "adaptive": 2}}},
+    "14m": {"series": {"OPT": [{"budget": 64, "fraction": 0.15, "accuracy": 0.6, "dnll_answer": 0.3}]}},
+    "bench": {"rules": [{"rule": "H2O", "budget": 64, "easy_gap": 0.1, "hard_dnll": 1.2}],
+              "cases": [{"case": "p K=64", "opt_dnll": 0.5, "best_dnll": -0.1}]},
 }
 
 
@@ -156,6 +160,8 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("workingset", {"grid": [16], "prompts": [{"name": "p", "ws": 1.0}], "floors": {"OPT": {"q": 16}}},
      "floors['OPT']"),
     ("workingset", {"grid": [16], "adaptive": {"OPT": {"fixed": 1}}}, "adaptive must map"),
+    ("14m", {"series": {"OPT": [{"budget": 64, "fraction": 1.5, "accuracy": 0.5, "dnll_answer": 0.1}]}},
+     "fraction must be in (0, 1]"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):

@@ -66,6 +66,16 @@ from theorems.results.workingset import measure
 print(json.dumps(measure(say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
 """
 WORKINGSET_PROMPTS = "needle-400-d10,needle-400-d90,needle-600-d10,needle-600-d90,kv-24-12,kv-40-20,shift-12-d50"
+EASY5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
+
+
+def _sweep29(*args: str, out: str) -> Step:
+    """One stage of issue 29's quality sweep (realtrace/data/quality_benchmark/PROVENANCE.md), its stdout to ``out``."""
+    return Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM,FIFO",
+                 "--presses", "SnapKV,AdaKV,Knorm,ExpectedAttention", *args, "--workers", "1", "--threads", "1",
+                 "--json", "--out", "{scratch}"), stdout=out)
+
+
 SHORT5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 SHIFT = "shift-16-d0,shift-16-d50,shift-24-d50"
 SURROGATE = "regret-surrogate"   # reads every realtrace/data/quality_* set (theorems.results.surrogate)
@@ -109,6 +119,15 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "none", "--budgets", "16,32,64,128,256", "--prompts", WORKINGSET_PROMPTS, "--opt-top", "32", "--threads",
               "1", "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json"),
         Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json"))),
+    QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
+        _sweep29("--budgets", "64,128", "--prompts", EASY5, "--steps", out="easy_K64_K128.json"),
+        _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json"),
+        _sweep29("--budgets", "32", "--prompts", EASY5, out="easy_K32.json")),
+        keep=("sweep.sh",)),
+    # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
+    QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
+        _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
+        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
               "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),)),

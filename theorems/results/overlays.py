@@ -325,9 +325,31 @@ def workingset_overlay(sizes: dict) -> dict | None:
                       f"against the working set: {'n/a' if rho is None else f'{rho:.3g}'}."]}
 
 
+def fig14m_overlay(sizes: dict) -> dict:
+    """Figure 14 measured: the committed sweep's points (:func:`theorems.results.benchmark.fig14_points`)."""
+    from .benchmark import fig14_points
+
+    return fig14_points()
+
+
+def bench_overlay(sizes: dict) -> dict:
+    """The tracking benchmark and the optimum's blind spot: from the tables of claims ``tracking-benchmark`` and
+    ``opt-blind-spot`` (the committed sweep)."""
+    from ..claims.benchmark import tracking_table
+    from ..claims.blind_spot import blind_spot_table
+
+    t, b = cached(tracking_table), cached(blind_spot_table)
+    rules = [{"rule": r, "budget": int(k.split("=")[1]), "easy_gap": s["easy"]["rules"][r]["gap_answer"],
+              "hard_dnll": s["hard"]["rules"][r]["dnll_answer"]}
+             for k, s in t["sets"].items() for r in s["easy"]["rules"] if r in s["hard"]["rules"]]
+    cases = [{"case": f"{c['prompt']} K={c['budget']}", "opt_dnll": c["opt"]["dnll_answer"],
+              "best_dnll": min(m["dnll_answer"] for m in c["rules"].values())} for c in b["cases"]]
+    return {"rules": rules, "cases": cases}
+
+
 OVERLAYS = {"7": fig7_overlay, "8": fig8_overlay, "9": fig9_overlay, "11": fig11_overlay, "13": fig13_overlay,
-            "seed002": seed002_overlay, "alloc": alloc_overlay, "workingset": workingset_overlay,
-            **QUALITY_OVERLAYS}
+            "seed002": seed002_overlay, "alloc": alloc_overlay, "workingset": workingset_overlay, "14m": fig14m_overlay,
+            "bench": bench_overlay, **QUALITY_OVERLAYS}
 
 
 def figure_data(fig_id: str, profile: Profile, sizes: dict | None = None) -> dict | None:
