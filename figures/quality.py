@@ -28,6 +28,21 @@ def _no_data(ax, key: str) -> None:
     ax.text(0.5, 0.5, NO_DATA, transform=ax.transAxes, ha="center", va="center", fontsize=8)
 
 
+def _panels(notes: list[str], height: float, bottom: float, labels: dict, has_data: bool):
+    """A figure of panels side by side, each labelled ``labels[panel] = (x label, y label)``: ``(fig, [(ax,
+    panel), ...])`` listing the panels to draw; without data every panel says so instead."""
+    fig = new_figure(10, height, left=0.07, right=0.98, bottom=bottom, notes=notes)
+    drawn = []
+    for ax, (panel, (xl, yl)) in zip(fig.subplots(1, len(labels)), labels.items()):
+        ax.set_xlabel(xl)
+        ax.set_ylabel(yl)
+        if has_data:
+            drawn.append((ax, panel))
+        else:
+            _no_data(ax, f"{panel}/none")
+    return fig, drawn
+
+
 def _value(fig_id: str, where: str, v) -> float:
     """A finite number of either sign (a change of NLL can be negative)."""
     return _data.number(fig_id, where, v)
@@ -106,15 +121,10 @@ def surrogate(data: dict | None = None):
     points of :func:`theorems.results.surrogate.quality_points` and the claim's rank correlations.
     """
     z = _surrogate_data(data)
-    fig = new_figure(10, 4.8, left=0.07, right=0.98, bottom=0.22, notes=surrogate_notes(data))
-    axes = fig.subplots(1, 2)
+    fig, drawn = _panels(surrogate_notes(data), 4.8, 0.22, {n: v[2:] for n, v in SURROGATE_PANELS.items()}, bool(z))
     sets = sorted({p["set"] for p in z.get("points", [])})
-    for ax, (name, (xq, yq, xl, yl)) in zip(axes, SURROGATE_PANELS.items()):
-        ax.set_xlabel(xl)
-        ax.set_ylabel(yl)
-        if not z:
-            _no_data(ax, f"{name}/none")
-            continue
+    for ax, name in drawn:
+        xq, yq = SURROGATE_PANELS[name][:2]
         prompts = sorted({(p["set"], p["prompt"]) for p in z["points"]})
         for s, pr in prompts:
             mine = sorted((p[xq], p[yq]) for p in z["points"] if (p["set"], p["prompt"]) == (s, pr))
@@ -128,7 +138,7 @@ def surrogate(data: dict | None = None):
         r = z["rho"][name]
         ax.set_title(f"{name}: pooled rho {r['pooled']:.2f}, within-prompt {r['within']:.2f}", fontsize=9)
     if sets:
-        fig.legend(*axes[0].get_legend_handles_labels(), loc="lower center", ncol=len(sets), fontsize=8,
+        fig.legend(*drawn[0][0].get_legend_handles_labels(), loc="lower center", ncol=len(sets), fontsize=8,
                    bbox_to_anchor=(0.5, 0.0 if not fig.notes else 0.09))
     titled(fig, "Regret against output loss (regret-surrogate)")
     return fig
@@ -196,14 +206,9 @@ def gda_shift(data: dict | None = None):
     the optimum does).
     """
     z = _shift_data(data)
-    fig = new_figure(10, 4.6, left=0.07, right=0.98, bottom=0.2, notes=shift_notes(data))
-    axes = fig.subplots(1, 2)
-    for ax, (panel, label) in zip(axes, SHIFT_PANELS.items()):
-        ax.set_xlabel("budget K per layer and KV head")
-        ax.set_ylabel(label)
-        if not z:
-            _no_data(ax, f"{panel}/none")
-            continue
+    fig, drawn = _panels(shift_notes(data), 4.6, 0.2,
+                         {p: ("budget K per layer and KV head", label) for p, label in SHIFT_PANELS.items()}, bool(z))
+    for ax, panel in drawn:
         pols = [p for p in z["policies"] if panel in z["policies"][p]]
         for j, pol in enumerate(pols):
             vals = z["policies"][pol][panel]
@@ -216,7 +221,7 @@ def gda_shift(data: dict | None = None):
             ax.axhline(0.0, color="0.6", lw=0.8, zorder=0)
     if z:
         fig.text(0.5, 0.9, z["prompts"], ha="center", fontsize=8)
-        fig.legend(*axes[1].get_legend_handles_labels(), loc="lower center", ncol=len(z["policies"]), fontsize=8,
+        fig.legend(*drawn[1][0].get_legend_handles_labels(), loc="lower center", ncol=len(z["policies"]), fontsize=8,
                    bbox_to_anchor=(0.5, 0.0 if not fig.notes else 0.11))
     titled(fig, "GD-A on shifted prompts: tracking gap and answer KL (gda-validation)")
     return fig
@@ -273,14 +278,9 @@ def value_directions(data: dict | None = None):
     str}`` -- :func:`theorems.results.directions.committed_directions`' ``groups`` (totals per layer group).
     """
     z = _directions_data(data)
-    fig = new_figure(10, 4.6, left=0.07, right=0.98, bottom=0.13, notes=directions_notes(data))
-    axes = fig.subplots(1, 2)
-    for ax, (panel, label) in zip(axes, DIRECTION_PANELS.items()):
-        ax.set_xlabel("layer group")
-        ax.set_ylabel(label)
-        if not z:
-            _no_data(ax, f"{panel}/none")
-            continue
+    fig, drawn = _panels(directions_notes(data), 4.6, 0.13,
+                         {p: ("layer group", label) for p, label in DIRECTION_PANELS.items()}, bool(z))
+    for ax, panel in drawn:
         groups = list(z["groups"])
         for j, (opt, name) in enumerate(OPTIMA.items()):
             xs = [i + (j - 0.5) * 0.38 for i in range(len(groups))]
