@@ -11,7 +11,6 @@ output.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
@@ -20,6 +19,7 @@ import pytest
 
 from realtrace.quality.schedule import check_schedule_file, read_schedule_file
 from tests.command_line import run_module
+from tests.model_fixture import needs_model
 from theorems.claims import significance
 from theorems.claims.blind_spot import _case, answer_losses, blind_spot_table
 from theorems.results import benchmark as B
@@ -106,12 +106,7 @@ def _answer_tokens(prompt: str) -> int:
 def test_the_saved_case_replays_through_the_command_line(tmp_path):
     """Each saved schedule replayed as ``file:PATH`` (no optimum beside it) answers as committed, with the committed
     answer-NLL change."""
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="the replay needs the [real] extra")
-    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
+    needs_model(reason="the replay needs the [real] extra")
     s = _saved()
     case = B.cases(True)[(s["prompt"], s["budget"])]
     for name, rel in s["files"].items():

@@ -8,7 +8,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 
@@ -16,6 +15,7 @@ import pytest
 
 from figures import render
 from figures.published import budget_statements
+from tests.model_fixture import needs_model
 from theorems.claims import significance
 from theorems.claims.figure14 import published_checks, shape_checks
 from theorems.results import benchmark as B
@@ -80,12 +80,7 @@ def test_the_shape_test_sees_a_rise_and_a_flattening():
 @pytest.mark.slow
 def test_one_press_point_recomputes():
     """SnapKV at K = 64 on the first easy prompt, recomputed in the model without the optimum."""
-    for mod in ("torch", "transformers", "gguf", "kvpress"):
-        pytest.importorskip(mod, reason="recomputing needs the [real,kvpress] extras")
-    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
+    needs_model(("torch", "transformers", "gguf", "kvpress"), reason="recomputing needs the [real,kvpress] extras")
     from realtrace.quality.run import evaluate, parse_config
 
     prompt, k = B.EASY[0], 64

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import importlib.util
 
 import pytest
 
 from realtrace.quality.prompts import build
+from tests.model_fixture import needs_model
 from theorems.claims import significance
 from theorems.claims.separation import separates_in_output, shift_side, tracking_gap
 from theorems.results.recommendations import SHIFT_POLICIES, section10_params, shift_quality
@@ -89,12 +89,7 @@ def test_tracking_gaps_are_against_the_optimum_of_the_same_run(replay):
 def test_one_committed_run_recomputes(replay):
     """Default at the smallest budget on the first shifted prompt, recomputed in the model as committed
     (closed loop, seed 0, optimum on top-32 rows): the same answer, KL, NLL change and regret."""
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="recomputing needs the [real] extra")
-    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
+    needs_model(reason="recomputing needs the [real] extra")
     from realtrace.quality.run import evaluate
 
     k = replay["budgets"][0]

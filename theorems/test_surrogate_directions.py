@@ -14,7 +14,6 @@ model and compared with it, ``--runslow --regen-golden`` rewrites it.
 from __future__ import annotations
 
 import copy
-import importlib.util
 import json
 import math
 
@@ -26,6 +25,7 @@ from kvcore.traces import AttentionTrace
 from realtrace.quality.directions import FAR, HEAVY, NEAR, group_summary, head_directions, load_head
 from realtrace.quality.schedule import drop_from_evictions, lazy_drop
 from realtrace.quality.value_cost import lost, value_costs, value_optimum
+from tests.model_fixture import needs_model
 from theorems.results.directions import DIRECTIONS_DIR, HEAD_FILES, committed_directions, planted_control
 from theorems.tables import cached
 
@@ -129,13 +129,8 @@ def test_the_committed_measurement_reproduces_in_the_model(doc, request, tmp_pat
     """Recomputed with the model (``[real]`` extra and the model wheel); ``--regen-golden`` rewrites the committed
     files instead.  Float32 kernels differ in the last bits between CPUs (realtrace/data/PROVENANCE.md), so the
     group totals are compared to 1e-4 and the direction counts to 2 %."""
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="the recomputation needs the [real] extra")
-    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
+    needs_model(reason="the recomputation needs the [real] extra")
     from realtrace.quality.directions import record
-
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
     out = DIRECTIONS_DIR if request.config.getoption("--regen-golden") else tmp_path
     new = record(out, doc["prompt"], doc["budget"])
     old_g, new_g = group_summary(doc["heads"]), group_summary(new["heads"])

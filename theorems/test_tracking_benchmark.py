@@ -9,7 +9,6 @@ the ``[real,kvpress]`` extras one committed run is recomputed in the model.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
 import subprocess
@@ -18,6 +17,7 @@ import sys
 import pytest
 
 from tests.command_line import ROOT
+from tests.model_fixture import needs_model
 from theorems.claims import significance
 from theorems.claims.benchmark import _better, _smaller_gap, tracking_pairs, tracking_table
 from theorems.results import benchmark as B
@@ -100,12 +100,7 @@ def test_the_claim_reads_the_sweep_without_torch():
 def test_one_committed_run_recomputes():
     """FIFO at K = 64 on the shortest hard prompt, recomputed in the model as committed (closed loop, optimum on
     top-32 rows): the same answer, answer-NLL change, stream KL and regret."""
-    for mod in ("torch", "transformers", "gguf"):
-        pytest.importorskip(mod, reason="recomputing needs the [real] extra")
-    from realtrace.model import MODEL_INSTALL, MODEL_PACKAGE
-
-    if importlib.util.find_spec(MODEL_PACKAGE) is None:
-        pytest.skip(f"model wheel not installed: {MODEL_INSTALL}")
+    needs_model(reason="recomputing needs the [real] extra")
     from realtrace.quality.run import evaluate, parse_config
 
     prompt, k = B.HARD[0], 64
