@@ -17,8 +17,9 @@ from scipy.stats import spearmanr
 from realtrace.quality.heads import MEANS, STUDY, derive, derive_file, stream_mean
 from tests.command_line import ROOT
 from tests.model_fixture import needs_model
-from theorems.claims import CLAIMS
+from theorems.claims import CLAIMS, Context
 from theorems.claims.heads import displaced_mass_output_error_decide
+from theorems.profile import QUICK
 from theorems.results import heads as H
 
 COMMITTED = ROOT / "realtrace" / "data" / H.HEADS_SET
@@ -165,8 +166,22 @@ def test_the_claim_reads_the_committed_heads_without_torch():
     assert p.stdout.split() == [str(len(doc["points"])), str(doc["layers"] * doc["kv_heads"])]
 
 
-def test_the_claim_is_registered_with_its_section():
-    assert CLAIMS["displaced-mass-output-error"].section == "§3, §9"
+def test_the_committed_verdict_follows_the_shares_counted_head_by_head():
+    """The two shares recounted with plain loops over the committed heads (scipy's rho, numpy's std), and the
+    verdict the declared tiers give for them."""
+    m, e, _ = H.arrays(H.committed_means())
+    monotone = proportional = 0
+    for i in range(m.shape[1]):
+        for j in range(m.shape[2]):
+            monotone += spearmanr(m[:, i, j], e[:, i, j]).statistic >= H.RHO_BOUND
+            r = e[:, i, j] / m[:, i, j]
+            proportional += np.std(r) / np.mean(r) <= H.CV_BOUND
+    heads = m.shape[1] * m.shape[2]
+    res = CLAIMS["displaced-mass-output-error"].run(Context(QUICK, out_dir=None), {"resamples": 50})
+    assert [res.values["share_rho"], res.values["share_cv"]] == pytest.approx([monotone / heads, proportional / heads])
+    tier = ("holds" if proportional / heads >= H.SHARE_HOLDS else "holds-with-correction"
+            if proportional / heads >= H.SHARE_MAJORITY else "not-reproduced")
+    assert res.verdict == tier
 
 
 # ---- recomputed in the model (--runslow, [real] extra) ----------------------------------------------------------

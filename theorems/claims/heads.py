@@ -40,8 +40,8 @@ def _tier(share: float, th: dict) -> str:
 
 
 @decides("displaced-mass-output-error", flips={
-    "every head monotone and proportional": (lambda v: edit(edit(v, "share_rho", 1.0), "share_cv", 1.0), "holds"),
-    "few heads proportional": (lambda v: edit(v, "share_cv", 0.2), "not-reproduced"),
+    "nearly every head proportional": (lambda v: edit(v, "share_cv", 0.95), "holds"),
+    "a majority of heads proportional": (lambda v: edit(v, "share_cv", 0.6), "holds-with-correction"),
     "the shuffled control correlated": (lambda v: edit(v, "control/passed", False), "not-checkable"),
     "no measurement": (lambda v: {"measured": False}, "not-checkable")})
 def displaced_mass_output_error_decide(v: dict, e: dict) -> Decision:
@@ -77,7 +77,10 @@ def displaced_mass_output_error_decide(v: dict, e: dict) -> Decision:
             f"{fmt(100 * v['share_cv'], 3)}% of heads at CV <= {fmt(th['cv'])}; per layer group " + ", ".join(
                 f"{n} {fmt(x['median_cv'], 3)}" for n, x in g.items())
             + f"; the factor itself ranges {fmt(v['ratio']['min'], 3)} .. {fmt(v['ratio']['max'], 3)} across heads "
-            f"(median {fmt(v['ratio']['median'], 3)})")
+            f"(median {fmt(v['ratio']['median'], 3)}); it falls as the mass grows in "
+            f"{fmt(100 * v['factor_trend']['share_negative'], 3)}% of heads (median rho(m, error/m) "
+            f"{fmt(v['factor_trend']['median_rho'], 3)}), and its mean per schedule is " + ", ".join(
+                f"{c} {fmt(x, 3)}" for c, x in v["factor_by_config"].items()))
     verdicts = {"monotone": _tier(v["share_rho"], th), "proportional": _tier(v["share_cv"], th)}
     readings = {READINGS[k].format(**th): {"verdict": verdicts[k], "finding": text}
                 for k, text in (("monotone", mono), ("proportional", prop))}

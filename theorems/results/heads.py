@@ -21,6 +21,8 @@ Declared before the data were computed (2026-12-03 08:35 UTC; the thresholds are
 * per head, the ratio ``e / m`` of the stream means (= the mass-weighted mean of the per-row factor ``f``) at each
   point, and its coefficient of variation (population standard deviation / mean) across the head's points; the share
   of heads with CV <= :data:`CV_BOUND` (reading (b), "first order" = proportional, one factor per head);
+* described beside them (no threshold): how the factor moves -- per head, Spearman's rho of ``m`` against ``e / m``
+  (below 0: the error grows slower than the mass), and the mean factor of each configuration over heads and points;
 * pooled: Spearman over every (head, point) pair and the mean of the per-head rho (with its bootstrap interval);
   per layer group (``realtrace.press.eval.LAYER_GROUPS``): mean rho, the two shares, the median CV;
 * controls on the same heads and points: the errors shuffled across a head's points (a decoupled pairing: the
@@ -85,11 +87,21 @@ def head_cv(m: np.ndarray, e: np.ndarray) -> np.ndarray:
     return out
 
 
+def factor(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``e / m`` elementwise, NaN where ``m = 0`` (nothing displaced: no factor)."""
+    return np.where(m > 0, e / np.where(m > 0, m, 1), np.nan)
+
+
 def head_ratio(m: np.ndarray, e: np.ndarray) -> np.ndarray:
     """``(layers, KV heads)``: the mean over points of ``e / m`` (points with ``m > 0``)."""
-    with np.errstate(invalid="ignore", divide="ignore"):
-        r = np.where(m > 0, e / np.where(m > 0, m, 1), np.nan)
-    return np.nanmean(r, axis=0)
+    return np.nanmean(factor(m, e), axis=0)
+
+
+def head_factor_trend(m: np.ndarray, e: np.ndarray) -> np.ndarray:
+    """``(layers, KV heads)``: Spearman's rho of ``m`` against ``e / m`` over each head's points with ``m > 0``."""
+    f = factor(m, e)
+    return np.array([[_rho(m[m[:, i, j] > 0, i, j], f[m[:, i, j] > 0, i, j]) for j in range(m.shape[2])]
+                     for i in range(m.shape[1])])
 
 
 def _share(x: np.ndarray, test) -> float:
@@ -137,7 +149,7 @@ def controls(m: np.ndarray, e: np.ndarray, seed: int) -> dict:
     measured ``e / m``), seeded."""
     rng = np.random.default_rng(seed)
     shuffled = np.stack([rng.permutation(e[:, i, j]) for i in range(e.shape[1]) for j in range(e.shape[2])], axis=1)
-    c = np.nanmedian(np.where(m > 0, e / np.where(m > 0, m, 1), np.nan), axis=0)
+    c = np.nanmedian(factor(m, e), axis=0)
     proportional = c * m * np.exp(rng.normal(0, PLANTED_NOISE, m.shape))
     squared = c * m ** 2
     out = {"shuffled": summary(m, shuffled.reshape(e.shape)), "proportional": summary(m, proportional),
@@ -159,6 +171,8 @@ def heads_table(resamples: int, seed: int, root: Path | None = None) -> dict:
     m, e, prompts = arrays(doc)
     rho, cv, ratio = head_rho(m, e), head_cv(m, e), head_ratio(m, e)
     boot = bootstrap(m, e, prompts, resamples, seed)
+    trend, by_point = head_factor_trend(m, e), factor(m, e)
+    configs = np.array([r["config"] for r in doc["points"]])
     return {"measured": True, "model": doc["model"], "scope": doc["scope"], "points": len(doc["points"]),
             "prompts": sorted(set(prompts)), "configs": sorted({r["config"] for r in doc["points"]}),
             "budgets": sorted({r["budget"] for r in doc["points"]}), "layers": doc["layers"],
@@ -170,11 +184,14 @@ def heads_table(resamples: int, seed: int, root: Path | None = None) -> dict:
             "share_ci_low_above_0": boot["share_ci_low_above_0"],
             "ratio": {"min": float(np.nanmin(ratio)), "median": float(np.nanmedian(ratio)),
                       "max": float(np.nanmax(ratio))},
+            "factor_trend": {"median_rho": float(np.nanmedian(trend)),
+                             "share_negative": _share(trend, lambda x: x < 0)},
+            "factor_by_config": {c: float(np.nanmean(by_point[configs == c])) for c in sorted(set(configs))},
             "per_head": {"rho": rho.tolist(), "rho_ci95": boot["rho_ci95"].tolist(), "cv": cv.tolist(),
                          "ratio": ratio.tolist()},
             "control": controls(m, e, seed)}
 
 
 __all__ = ["CV_BOUND", "HEADS_SET", "MEANS_FILE", "RHO_BOUND", "SHARE_HOLDS", "SHARE_MAJORITY", "arrays",
-           "bootstrap", "committed_means", "controls", "head_cv", "head_ratio", "head_rho", "heads_table",
-           "pooled_rho", "summary"]
+           "bootstrap", "committed_means", "controls", "factor", "head_cv", "head_factor_trend", "head_ratio",
+           "head_rho", "heads_table", "pooled_rho", "summary"]
