@@ -12,7 +12,8 @@ Data: the committed per-head stream means (``realtrace/data/quality_heads/head_m
 :func:`realtrace.quality.heads.derive`): per run (configuration x budget) and prompt, the ``(layers, KV heads)`` means
 of displaced mass ``m`` and error ``e``.  A *point* of a head is one (configuration, budget, prompt).
 
-Declared before the data were computed (2026-12-03 08:35 UTC; the thresholds are the claim's):
+Declared while the sweep ran, before the per-head file was derived or any of its values seen (2026-12-03 08:35 UTC;
+the thresholds are the claim's):
 
 * per head, Spearman's rho of ``m`` against ``e`` over its points, with a 95% percentile bootstrap interval
   (points resampled with replacement within each prompt -- three prompts are too few to resample -- the same draw
