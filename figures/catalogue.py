@@ -23,6 +23,7 @@ from .registry import FIGURES, FigureSpec
 
 # Import order fixes registry order; each module registers its figures on import.
 from . import diagrams, analytic, attention, published, blocks, allocation, quality, workingset, quality_measured  # noqa: E402,F401  (registration side effect)
+from . import quality_heads  # noqa: E402,F401  (registration side effect)
 
 FIGURES = dict(sorted(FIGURES.items(), key=lambda kv: (kv[1].number is None, kv[1].number or 0, kv[0])))
 

@@ -221,6 +221,14 @@ SAMPLE = {
                               "StreamingLLM": {"a": None, "b": None, "c": None, "d": None}},
                    "adaptive": {p: {"fixed": 8, "adaptive": 10} for p in ("OPT", "H2O", "TOVA", "StreamingLLM")},
                    "fixed": "32/64/128", "notes": ["4 prompts the full cache answers; a computed sentence."]},
+    "heads": {"points": {g: {"xy": {"displaced": [0.02 * (1 + i + r) for r in range(20)],
+                                    "error": [0.015 * (1 + i + r) * (1 + 0.1 * (r % 3)) for r in range(20)]}}
+                         for i, g in enumerate(("early", "middle", "late"))},
+              "heads": [{"layer": i, "kv_head": j, "group": ("early", "middle", "late")[i // 10],
+                         "rho": 0.95 - 0.01 * i, "ci": [0.85 - 0.01 * i, 0.99], "cv": 0.1 + 0.01 * i + 0.02 * j}
+                        for i in range(30) for j in range(3)],
+              "bounds": {"rho": 0.8, "cv": 0.25},
+              "notes": ["90 heads x 54 points: a computed sentence."]},
 }
 
 

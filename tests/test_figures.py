@@ -27,7 +27,7 @@ PAPER_FIGURES = [str(n) for n in range(1, 16)]
 
 def test_registry_covers_every_paper_figure_and_the_seed_page():
     assert set(FIGURES) == set(PAPER_FIGURES) | {"seed002", "alloc", "surrogate", "gda_shift", "value_directions",
-                                                 "workingset", "14m", "bench"}
+                                                 "workingset", "14m", "bench", "heads"}
     assert [FIGURES[f].number for f in PAPER_FIGURES] == list(range(1, 16))
     assert len({s.stem for s in FIGURES.values()}) == len(FIGURES)
 
@@ -107,6 +107,9 @@ MEASURED = {
     "14m": {"series": {"OPT": [{"budget": 64, "fraction": 0.15, "accuracy": 0.6, "dnll_answer": 0.3}]}},
     "bench": {"rules": [{"rule": "H2O", "budget": 64, "easy_gap": 0.1, "hard_dnll": 1.2}],
               "cases": [{"case": "p K=64", "opt_dnll": 0.5, "best_dnll": -0.1}]},
+    "heads": {"points": {"early": {"xy": {"displaced": [0.1, 0.2], "error": [0.05, 0.1]}}},
+              "heads": [{"layer": 0, "kv_head": 0, "group": "early", "rho": 0.9, "ci": [0.8, 1.0], "cv": 0.2}],
+              "bounds": {"rho": 0.8, "cv": 0.25}},
 }
 
 
@@ -162,6 +165,13 @@ def test_figure_with_a_typical_overlay_is_legible_and_deterministic(fig_id, tmp_
     ("workingset", {"grid": [16], "adaptive": {"OPT": {"fixed": 1}}}, "adaptive must map"),
     ("14m", {"series": {"OPT": [{"budget": 64, "fraction": 1.5, "accuracy": 0.5, "dnll_answer": 0.1}]}},
      "fraction must be in (0, 1]"),
+    ("heads", dict(MEASURED["heads"], points={"early": {"xy": {"displaced": [0.1, 0.2], "error": [0.1]}}}), "equal length"),
+    ("heads", dict(MEASURED["heads"], points={"first": {"xy": {"displaced": [0.1], "error": [0.1]}}}),
+     "points must map layer groups"),
+    ("heads", dict(MEASURED["heads"], heads=[{"layer": 0, "kv_head": 0, "group": "early", "rho": 0.9, "ci": [1.0, 0.8],
+                                              "cv": 0.2}]),
+     "low above high"),
+    ("heads", dict(MEASURED["heads"], bounds={"rho": 0.8}), "bounds must give"),
 ])
 def test_bad_data_is_one_line_error_naming_the_figure(fig_id, data, message, tmp_path):
     for attempt in (lambda: build(fig_id, tmp_path, data), lambda: caption(fig_id, data)):

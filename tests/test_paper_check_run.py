@@ -69,7 +69,8 @@ def test_the_quick_run_names_the_committed_quality_sets_in_one_fallback_line(qui
         for cid in s.claims:
             assert f"{s.directory} (committed)" in rep[cid]["evidence"]["inputs"], cid
     for cid, stem in (("regret-surrogate", "quality_regret_surrogate"), ("gda-validation", "quality_gda_shift"),
-                      ("surrogate-failure-directions", "quality_value_directions")):
+                      ("surrogate-failure-directions", "quality_value_directions"),
+                      ("displaced-mass-output-error", "quality_heads_displaced_error")):
         assert f"figures/{stem}.png" in rep[cid]["evidence"]["figure"], cid
 
 

@@ -62,7 +62,28 @@ def test_value_directions_plots_both_optima_per_layer_group():
     assert all(a <= b for a, b in zip(plotted["mass/by_mass"]["y"], plotted["mass/by_value"]["y"]))
 
 
-@pytest.mark.parametrize("fig_id", ["surrogate", "gda_shift", "value_directions"])
+def test_heads_plots_every_point_and_the_claims_per_head_statistics():
+    """Every (head, point) pair of the committed per-head means, by layer group, and each head's rho, interval and CV
+    from the claim's own table at its quick sizes."""
+    from theorems.claims.heads import SEED as HEADS_SEED
+    from theorems.results.heads import arrays, committed_means, heads_table
+
+    fig = render("heads", figure_data("heads", QUICK))
+    m, e, _ = arrays(committed_means())
+    drawn = sorted((x, y) for key, s in fig.plotted.items() if key.startswith("scatter/")
+                   for x, y in zip(s["x"], s["y"]))
+    assert drawn == sorted(zip(m.ravel().tolist(), e.ravel().tolist()))
+    t = heads_table(CLAIMS["displaced-mass-output-error"].sizes_at(QUICK)["resamples"], HEADS_SEED)
+    for g, layers in (("early", range(0, 10)), ("middle", range(10, 20)), ("late", range(20, 30))):
+        s = fig.plotted[f"heads/{g}"]
+        ph = t["per_head"]
+        assert s["x"] == [ph["cv"][i][j] for i in layers for j in range(t["kv_heads"])]
+        assert s["y"] == [ph["rho"][i][j] for i in layers for j in range(t["kv_heads"])]
+        assert s["low"] == [ph["rho_ci95"][i][j][0] for i in layers for j in range(t["kv_heads"])]
+    assert f"{100 * t['share_rho']:.0f}% of heads at rho >= 0.8" in " ".join(fig.notes)
+
+
+@pytest.mark.parametrize("fig_id", ["surrogate", "gda_shift", "value_directions", "heads"])
 def test_without_data_the_figure_says_so(fig_id):
     fig = render(fig_id)
     assert all(s["x"] == [] for s in fig.plotted.values())

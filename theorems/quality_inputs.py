@@ -79,6 +79,8 @@ def _sweep29(*args: str, out: str) -> Step:
 SHORT5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 SHIFT = "shift-16-d0,shift-16-d50,shift-24-d50"
 SURROGATE = "regret-surrogate"   # reads every realtrace/data/quality_* set (theorems.results.surrogate)
+# realtrace/data/quality_heads/PROVENANCE.md: the sweep with --steps, then the per-head stream means derived from it
+HEADS_SCRIPT = "import sys; from realtrace.quality.heads import remake; remake(sys.argv[1])"
 
 QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("quality_section10", ("default-policy", "gda-validation", SURROGATE), (
@@ -128,6 +130,8 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
         keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz")),
+    QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
+        Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
               "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),)),

@@ -12,7 +12,7 @@ from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed,
 # Import order is registration order; the report sorts by SPEC_IDS.
 from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized, recommendations  # noqa: E402,F401  (they register)
 from . import allocation, directions, surrogate, workingset  # noqa: E402,F401  (after the catalogue: their claims are beyond SPEC section 6)
-from . import benchmark, blind_spot, figure14  # noqa: E402,F401  (issue 29, claims 6-8: the quality sweep)
+from . import benchmark, blind_spot, figure14, heads  # noqa: E402,F401  (issue 29: claims 6-8, the quality sweep; claim 2 per head)
 
 CLAIMS = in_report_order(CLAIMS)
 

@@ -46,6 +46,7 @@ CLAIM_SIZES = {
     "8": {"eq6": "eq6-det-lower-bound", "eq9": "eq9-randomized"},
     "alloc": {"alloc": "static-vs-coupled"},
     "surrogate": {"surrogate": "regret-surrogate"},
+    "heads": {"heads": "displaced-mass-output-error"},
 }
 
 

@@ -1,11 +1,13 @@
 """Measured data of the quality figures (:mod:`figures.quality`), read from the same input sets and tables the
 claims decide from: ``surrogate`` (regret-surrogate), ``gda_shift`` (gda-validation's shifted window),
-``value_directions`` (surrogate-failure-directions).  Formats: ``figures.FIGURES[id].data_doc``."""
+``value_directions`` (surrogate-failure-directions), ``heads`` (displaced-mass-output-error).  Formats:
+``figures.FIGURES[id].data_doc``."""
 
 from __future__ import annotations
 
 from ..tables import cached
 from .directions import committed_directions
+from .heads import arrays, committed_means, heads_table
 from .recommendations import SHIFT_POLICIES, shift_quality
 from .surrogate import PAIRS, quality_points, surrogate_table
 
@@ -52,7 +54,32 @@ def value_directions_overlay(sizes: dict) -> dict | None:
             "source": f"{d['source']}: {d['prompt']} ({d['tokens']} tokens), K = {d['budget']}, {d['heads']} KV heads"}
 
 
-QUALITY_OVERLAYS = {"surrogate": surrogate_overlay, "gda_shift": gda_shift_overlay,
-                    "value_directions": value_directions_overlay}
+def heads_overlay(sizes: dict) -> dict | None:
+    """Every (head, point) pair of the committed per-head means by layer group, and the claim's per-head rank
+    correlations (with intervals) and factor CVs at its sizes."""
+    from realtrace.press.eval import LAYER_GROUPS
 
-__all__ = ["QUALITY_OVERLAYS", "gda_shift_overlay", "surrogate_overlay", "value_directions_overlay"]
+    from ..claims.heads import SEED   # the claim's seed: one computation for claim and figure
+
+    doc = committed_means()
+    if doc is None or not doc["points"]:
+        return None
+    m, e, _ = arrays(doc)
+    t = cached(heads_table, resamples=sizes["heads"]["resamples"], seed=SEED)
+    ph = t["per_head"]
+    return {"points": {g: {"xy": {"displaced": m[:, list(rng)].ravel().tolist(),
+                                  "error": e[:, list(rng)].ravel().tolist()}} for g, rng in LAYER_GROUPS},
+            "heads": [{"layer": i, "kv_head": j, "group": g, "rho": ph["rho"][i][j], "ci": ph["rho_ci95"][i][j],
+                       "cv": ph["cv"][i][j]}
+                      for g, rng in LAYER_GROUPS for i in rng for j in range(t["kv_heads"])],
+            "bounds": {"rho": t["thresholds"]["rho"], "cv": t["thresholds"]["cv"]},
+            "notes": [f"{t['heads']} heads x {t['points']} points ({', '.join(t['configs'])}; K = "
+                      f"{', '.join(map(str, t['budgets']))}; {', '.join(t['prompts'])}): {100 * t['share_rho']:.0f}% "
+                      f"of heads at rho >= {t['thresholds']['rho']:g}, {100 * t['share_cv']:.0f}% at CV <= "
+                      f"{t['thresholds']['cv']:g}; mean rho {t['mean_rho']:.2f}, median CV {t['median_cv']:.2f}."]}
+
+
+QUALITY_OVERLAYS = {"surrogate": surrogate_overlay, "gda_shift": gda_shift_overlay,
+                    "value_directions": value_directions_overlay, "heads": heads_overlay}
+
+__all__ = ["QUALITY_OVERLAYS", "gda_shift_overlay", "heads_overlay", "surrogate_overlay", "value_directions_overlay"]
