@@ -208,3 +208,42 @@ def test_charge_many_sees_a_schedule_that_keeps_a_position_one_step_too_long():
     got = charge_many(rows, np.stack([drop, late]))
     assert got[0].tolist() == [0.0, 0.0, 0.25, 0.25]
     assert got[1].tolist() == [0.0, 0.0, 0.0, 0.25]
+
+
+class _Rows:
+    """What :meth:`realtrace.quality.run._Reference.rows` returns, for a reference made of arrays."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def numpy(self):
+        return self.a
+
+
+def test_a_prompts_runs_are_charged_as_each_schedule_alone():
+    """:func:`realtrace.quality.run._charged` charges all runs of a prompt on rows computed once; each run's stream and
+    answer means, per layer and KV head, and its total equal charging that schedule alone with :func:`charge`."""
+    from types import SimpleNamespace
+
+    from realtrace.quality.run import _charged
+    from realtrace.quality.value_cost import value_costs
+
+    rng = np.random.default_rng(3)
+    L, H, T, n_prompt = 2, 3, 40, 35
+    rows = {(layer, g): np.tril(rng.dirichlet(np.full(T, 0.5), size=T)) for layer in range(L) for g in range(H)}
+    rows = {key: a / a.sum(axis=1, keepdims=True) for key, a in rows.items()}
+    values = {key: rng.normal(size=(T, 8)) for key in rows}
+    ref = SimpleNamespace(L=L, H=H, T=T, prompt=SimpleNamespace(n_prompt=n_prompt),
+                          rows=lambda layer, g: _Rows(rows[layer, g]), values=lambda layer, g: values[layer, g])
+    budgets = [4, 9, 9]
+    drops = [np.stack([np.stack([random_drop(rng, T) for _ in range(H)]) for _ in range(L)]) for _ in budgets]
+    got = _charged(ref, drops, budgets)
+    for run, k, d in zip(got, budgets, drops):
+        for layer, g in rows:
+            regret = charge(rows[layer, g], d[layer, g])
+            value = charge(value_costs(rows[layer, g], values[layer, g]), d[layer, g])
+            for name, per_step in (("regret", regret), ("value", value)):
+                assert run[f"{name}_stream"][layer, g] == pytest.approx(per_step[k:T - 1].mean(), rel=1e-12, abs=1e-15)
+                assert run[f"{name}_answer"][layer, g] == pytest.approx(per_step[n_prompt - 1:T - 1].mean(), rel=1e-12,
+                                                                       abs=1e-15)
+            assert run["regret_total"][layer, g] == pytest.approx(regret.sum(), rel=1e-12)

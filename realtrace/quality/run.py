@@ -12,7 +12,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
    (1 and 2 come from the on-disk cache when it holds them, :mod:`realtrace.quality.cache`: the choices of 1 per
    press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
    from those hidden states);
-3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``):
+3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``; an optimum is solved at every
+   budget of the prompt on its first use, each head's trace built once):
 
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
@@ -37,7 +38,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
 What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :mod:`realtrace.quality.replay`):
 
 * ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
-  (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
+  (:func:`realtrace.quality.exact.charge_many`, every run of the prompt on each head's rows computed once: nothing
+  unattributed), per step, mean over traces;
 * ``max_resident`` / ``max_resident_total`` -- the largest cache of any one layer and KV head, and the largest
   number of positions held by all of them together at one step (``OPT:static`` and ``OPT:coupled`` spend the
   total ``K x layers x KV heads`` of ``OPT`` at ``K`` unevenly: one trace may hold more than ``K``);
@@ -187,23 +189,31 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(ref: "_Reference", drops: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Per schedule, layer, KV head and step ``(R, L, H, T)``: the NM regret (Eq. 4) of each of the ``R`` schedules
-    ``drops`` (each ``(L, H, T)``) on the complete rows of the full-cache pass, and its value-weighted cost on the
-    same entries (each lost ``a[t, i]`` times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`).  Each head's
-    rows and value costs are computed once for every schedule of the prompt
-    (:func:`realtrace.quality.exact.charge_many`; nothing unattributed)."""
+def _charged(ref: "_Reference", drops: list[np.ndarray], budgets: list[int]) -> list[dict]:
+    """The charges of each schedule ``drops[r]`` ``(L, H, T)`` (run at ``budgets[r]``) on the complete rows of the
+    full-cache pass: its NM regret (Eq. 4) and its value-weighted cost on the same entries (each lost ``a[t, i]``
+    times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`), per run the ``stream`` and ``answer`` means per
+    layer and KV head ``(L, H)`` and ``regret_total`` ``(L, H)``, the sum over all steps.  Each head's rows and value
+    costs are computed once for every schedule of the prompt (:func:`realtrace.quality.exact.charge_many`; nothing
+    unattributed), and reduced at once, so memory does not grow with steps x runs."""
     from .exact import charge_many
     from .value_cost import value_costs
 
+    T, a0 = ref.T, ref.prompt.n_prompt - 1
     stacked = np.stack(drops)
-    regret, value = np.zeros((2, len(drops), ref.L, ref.H, ref.T))
+    out = [{f"{name}_{scope}": np.zeros((ref.L, ref.H)) for name in ("regret", "value") for scope in SCOPES}
+           | {"regret_total": np.zeros((ref.L, ref.H))} for _ in drops]
     for layer in range(ref.L):
         for g in range(ref.H):
             rows = ref.rows(layer, g).numpy()
-            regret[:, layer, g] = charge_many(rows, stacked[:, layer, g])
-            value[:, layer, g] = charge_many(value_costs(rows, ref.values(layer, g)), stacked[:, layer, g])
-    return regret, value
+            charged = {"regret": charge_many(rows, stacked[:, layer, g]),
+                       "value": charge_many(value_costs(rows, ref.values(layer, g)), stacked[:, layer, g])}
+            for r, k in enumerate(budgets):
+                for name, per_step in charged.items():
+                    for scope, r0 in (("stream", k), ("answer", a0)):
+                        out[r][f"{name}_{scope}"][layer, g] = per_step[r, r0:T - 1].mean()
+                out[r]["regret_total"][layer, g] = charged["regret"][r].sum()
+    return out
 
 
 class _Reference:
@@ -344,15 +354,13 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
     return out, drops, gap
 
 
-def _add_charges(out: dict, regret: np.ndarray, value: np.ndarray, gap: np.ndarray | None, n_prompt: int) -> None:
-    """Fill in a run's charges on the full-cache rows (``regret``, ``value``: ``(L, H, T)``, :func:`_charged`): the
-    stream and answer means per layer and KV head, ``regret_sum`` and, for an optimum, ``opt_lower``."""
-    T = regret.shape[2]
-    out["regret_sum"] = float(regret.sum())
-    out["opt_lower"] = None if gap is None else float(regret.sum() - gap.sum())
-    for scope, r0 in (("stream", out["budget"]), ("answer", n_prompt - 1)):
-        for name, per_step in (("regret", regret), ("value", value)):
-            out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
+def _add_charges(out: dict, charges: dict, gap: np.ndarray | None) -> None:
+    """Fill in a run's charges on the full-cache rows (:func:`_charged`): the stream and answer means per layer and KV
+    head, ``regret_sum`` and, for an optimum, ``opt_lower``."""
+    total = charges.pop("regret_total")
+    out.update(charges)
+    out["regret_sum"] = float(total.sum())
+    out["opt_lower"] = None if gap is None else float(total.sum() - gap.sum())
 
 
 def _open(drops):
@@ -386,9 +394,9 @@ def run_task(task: dict) -> dict:
                 sys.stderr.flush()
     runs = [out for out, _, _ in done]
     if done:
-        regret, value = _charged(ref, [drops for _, drops, _ in done])
-        for i, (out, _, gap) in enumerate(done):
-            _add_charges(out, regret[i], value[i], gap, prompt.n_prompt)
+        charges = _charged(ref, [drops for _, drops, _ in done], [out["budget"] for out, _, _ in done])
+        for (out, _, gap), charged in zip(done, charges):
+            _add_charges(out, charged, gap)
     if task["progress"]:
         sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows "
                          f"({time.monotonic() - t0:.0f} s)\n")
