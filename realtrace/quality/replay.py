@@ -261,7 +261,8 @@ class MaskedPass:
             q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
 
             # the closed loop's observations come from every query head's scaled products q k^T, all rows
-            scores = (torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)) * scaling).numpy()
+            # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
+            scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling).numpy()
         if self.plan is not None:
             drops = self.plan.layer_drops(layer, heads, scores)
         outs = []
