@@ -128,16 +128,22 @@ class LoadedModel:
 
 def load_tokenizer(install: bool = True, say=None):
     """The model's tokenizer alone (no weights are read; about 13 s of CPU in the GGUF reader), e.g. to size prompts
-    before a run; ``say`` is told once everything is found and the reading starts."""
+    before a run; ``say`` is told once everything is found and the reading starts.  Read once per process and GGUF
+    file: a command that sizes its prompts and then loads the model in the same process reads it once."""
     _, transformers = import_torch()
     if importlib.util.find_spec("gguf") is None:
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    if say is not None:
-        say(f"loading the tokenizer of {gguf.name} ...")
-    with interrupts_kept():
-        return transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    if gguf not in _TOKENIZERS:
+        if say is not None:
+            say(f"loading the tokenizer of {gguf.name} ...")
+        with interrupts_kept():
+            _TOKENIZERS[gguf] = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+    return _TOKENIZERS[gguf]
+
+
+_TOKENIZERS: dict = {}  # GGUF path -> its tokenizer (load_tokenizer)
 
 
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:

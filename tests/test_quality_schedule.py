@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvcore.engine import run_nm
 from kvcore.measure import schedule_regret
 from kvcore.optima import nm_opt
 from kvcore.traces import AttentionTrace
 from policies import make
+from realtrace.quality.exact import charge, charge_many, resident_sums
 from realtrace.quality.schedule import (ScheduleError, check_capacity, check_drop, check_schedule, drop_from_evictions,
                                         drop_from_keep, drop_from_resident, evictions_from_drop, first_drop,
                                         lazy_drop, resident_counts, resident_mask, resident_sets)
@@ -171,3 +174,76 @@ def test_the_solved_optimum_on_truncated_rows_is_not_lazy():
     T, K = 30, 8
     given = drop_from_evictions(nm_opt(truncated(random_trace(rng, T), 1), K, record=True).evictions, T)
     assert (resident_counts(given) < np.minimum(np.arange(T) + 1, K)).any()
+
+
+@settings(deadline=None)
+@given(st.data(), st.integers(1, 30), st.integers(1, 4), st.sampled_from(["mass", "costs", "ties"]))
+def test_charge_many_equals_charging_each_schedule(data, T, n_runs, kind):
+    """The fast charge (row total minus the resident mass, compiled and plain) equals the plain sum of the lost
+    entries for every schedule, to a few eps of the row total; rows before a schedule's first drop are exactly 0."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    rows = np.tril(rng.dirichlet(np.full(T, 0.3), size=T))
+    if kind == "costs":  # value-weighted costs: rows that do not sum to 1, some exact zeros
+        rows = rows * rng.exponential(size=(T, T)) * (rng.random((T, T)) < 0.8)
+    elif kind == "ties":
+        rows = np.tril(np.ones((T, T))) / np.arange(1, T + 1)[:, None]
+    drops = np.stack([random_drop(rng, T) for _ in range(n_runs)])
+    expected = np.stack([charge(rows, d) for d in drops])
+    scale = rows.sum(axis=1)[None, :]
+    for kernel in (resident_sums, resident_sums.py_func):
+        kept = np.zeros(drops.shape)
+        kernel(np.ascontiguousarray(rows.T), drops, kept)
+        assert np.all(np.abs(scale - kept - expected) <= 8 * T * np.finfo(float).eps * scale)
+    got = charge_many(rows, drops)
+    assert np.all(np.abs(got - expected) <= 8 * T * np.finfo(float).eps * scale)
+    for r, d in enumerate(drops):
+        assert not got[r, :d.min()].any()
+
+
+def test_charge_many_sees_a_schedule_that_keeps_a_position_one_step_too_long():
+    """A drop one step later keeps that entry's mass: the charges must differ exactly there (the kernel's bound)."""
+    rows = np.tril(np.full((4, 4), 0.25)) + np.diag([0.75, 0.5, 0.25, 0.0])
+    drop = np.array([2, 4, 4, 4])
+    late = np.array([3, 4, 4, 4])
+    got = charge_many(rows, np.stack([drop, late]))
+    assert got[0].tolist() == [0.0, 0.0, 0.25, 0.25]
+    assert got[1].tolist() == [0.0, 0.0, 0.0, 0.25]
+
+
+class _Rows:
+    """What :meth:`realtrace.quality.run._Reference.rows` returns, for a reference made of arrays."""
+
+    def __init__(self, a):
+        self.a = a
+
+    def numpy(self):
+        return self.a
+
+
+def test_a_prompts_runs_are_charged_as_each_schedule_alone():
+    """:func:`realtrace.quality.run._charged` charges all runs of a prompt on rows computed once; each run's stream and
+    answer means, per layer and KV head, and its total equal charging that schedule alone with :func:`charge`."""
+    from types import SimpleNamespace
+
+    from realtrace.quality.run import _charged
+    from realtrace.quality.value_cost import value_costs
+
+    rng = np.random.default_rng(3)
+    L, H, T, n_prompt = 2, 3, 40, 35
+    rows = {(layer, g): np.tril(rng.dirichlet(np.full(T, 0.5), size=T)) for layer in range(L) for g in range(H)}
+    rows = {key: a / a.sum(axis=1, keepdims=True) for key, a in rows.items()}
+    values = {key: rng.normal(size=(T, 8)) for key in rows}
+    ref = SimpleNamespace(L=L, H=H, T=T, prompt=SimpleNamespace(n_prompt=n_prompt),
+                          rows=lambda layer, g: _Rows(rows[layer, g]), values=lambda layer, g: values[layer, g])
+    budgets = [4, 9, 9]
+    drops = [np.stack([np.stack([random_drop(rng, T) for _ in range(H)]) for _ in range(L)]) for _ in budgets]
+    got = _charged(ref, drops, budgets)
+    for run, k, d in zip(got, budgets, drops):
+        for layer, g in rows:
+            regret = charge(rows[layer, g], d[layer, g])
+            value = charge(value_costs(rows[layer, g], values[layer, g]), d[layer, g])
+            for name, per_step in (("regret", regret), ("value", value)):
+                assert run[f"{name}_stream"][layer, g] == pytest.approx(per_step[k:T - 1].mean(), rel=1e-12, abs=1e-15)
+                assert run[f"{name}_answer"][layer, g] == pytest.approx(per_step[n_prompt - 1:T - 1].mean(), rel=1e-12,
+                                                                       abs=1e-15)
+            assert run["regret_total"][layer, g] == pytest.approx(regret.sum(), rel=1e-12)

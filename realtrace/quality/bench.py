@@ -22,6 +22,15 @@ kernel start-up costs are not charged to whichever runs first):
   ``H2O decisions alone``: the time both spend in :meth:`~realtrace.quality.replay.ClosedLoop.layer_drops` (the
   policy's decisions for all KV heads, given the layer's scaled products), in the same runs.
 
+* ``plain sdpa, batch of 4`` -- the plain forward over 4 copies of the tokens in the batch dimension, per sequence
+  against one sequence: whether several schedules in one batched pass would pay (issue 30 item 2);
+* charging one schedule on the complete full-cache rows of every layer and KV head (its regret and value-weighted
+  cost, :func:`realtrace.quality.run._charged`): ``rows and value costs`` (computed once per prompt for all its
+  runs since issue 30, once per run before), and the charge itself, as the plain sum of the lost entries
+  (:func:`realtrace.quality.exact.charge`, before) and as row total minus kept mass
+  (:func:`realtrace.quality.exact.charge_many`); both charge the closed-loop H2O schedule, and must agree
+  (``same_charges``: to a few eps of the row totals).
+
 Issue 20 set the masked pass's goal, issue 30 the closed loop's.
 
 The tokens are the built-in prompt ``needle-N-d50`` (:mod:`realtrace.quality.prompts`) with ``N = --tokens``.  The
@@ -44,6 +53,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import whole_number
 
 SINKS = 4
+BATCH = 4  # copies in the batched plain pass
 
 
 def window_schedule(layers: int, heads: int, T: int, budget: int) -> np.ndarray:
@@ -118,8 +128,47 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     out["policy_speedup"] = out["policy_python_s"] / out["policy_compiled_s"]
     out["same_schedule"] = all(np.array_equal(closed[True].drops[layer], closed[False].drops[layer])
                                for layer in range(L))
+    say(f"plain forward (sdpa), a batch of {BATCH} ...")
+    lm.model.set_attn_implementation("sdpa")
+    batch = lm.torch.tensor([ids] * BATCH)
+
+    def batched():
+        with lm.torch.no_grad():
+            lm.model.model(input_ids=batch)
+
+    out["plain_sdpa_batch_s"] = _median_seconds(batched, repeats)
+    out["batch_ratio_per_sequence"] = out["plain_sdpa_batch_s"] / BATCH / out["plain_sdpa_s"]
+    say("charging on the full-cache rows ...")
+    out.update(_charge_times(lm, ids, np.stack([closed[True].drops[layer] for layer in range(L)])))
     out["load_average"] = list(os.getloadavg())
     return out
+
+
+def _charge_times(lm, ids: list[int], drops: np.ndarray) -> dict:
+    """CPU seconds over every layer and KV head: the rows and value costs, the plain charge and the kept-mass charge
+    of ``drops`` ``(L, H, T)``, and whether the two charges agree (module docstring)."""
+    from .exact import charge, charge_many, head_rows
+    from .replay import replay
+    from .value_cost import value_costs
+
+    full, _ = replay(lm, ids, None, drops.shape[0], drops.shape[1], keep_qkv=True)
+    scaling = lm.model.model.layers[0].self_attn.scaling
+    spent, same = {"rows_costs_s": 0.0, "charge_plain_s": 0.0, "charge_kept_s": 0.0}, True
+    for layer, (q, k, v) in sorted(full.keep_qkv.items()):
+        for g in range(drops.shape[1]):
+            t0 = time.process_time()
+            rows = head_rows(lm.torch, q, k, g, scaling).numpy()
+            costs = value_costs(rows, v[0, g].to(lm.torch.float64).numpy())
+            t1 = time.process_time()
+            plain = [charge(a, drops[layer, g]) for a in (rows, costs)]
+            t2 = time.process_time()
+            kept = [charge_many(a, drops[layer, g][None])[0] for a in (rows, costs)]
+            t3 = time.process_time()
+            for key, dt in zip(spent, (t1 - t0, t2 - t1, t3 - t2)):
+                spent[key] += dt
+            same &= all(np.allclose(x, y, rtol=0, atol=1e-12 * max(1.0, float(a.sum(axis=1).max())))
+                        for x, y, a in zip(plain, kept, (rows, costs)))
+    return {**spent, "same_charges": bool(same)}
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -150,6 +199,11 @@ def run(args: argparse.Namespace) -> int:
             f"compiled {res['closed_speedup']:.1f}x faster, same schedule: {res['same_schedule']}\n"
             f"  H2O decisions alone   {res['policy_compiled_s']:8.3f} s compiled, {res['policy_python_s']:.3f} s "
             f"Python: {res['policy_speedup']:.1f}x\n"
+            f"  plain sdpa, batch {BATCH}   {res['plain_sdpa_batch_s']:8.3f} s   "
+            f"{res['batch_ratio_per_sequence']:.2f}x one pass per sequence\n"
+            f"  charging one schedule (CPU s, all layers and KV heads): rows and value costs "
+            f"{res['rows_costs_s']:.3f}, plain charge {res['charge_plain_s']:.3f}, kept-mass charge "
+            f"{res['charge_kept_s']:.3f}; same charges: {res['same_charges']}\n"
             f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 

@@ -8,6 +8,10 @@ the capture's reduction).  :func:`rows_trace` turns that into a toolkit trace wi
 residual 0) or the ``top`` largest entries per row plus the exact residual.
 
 Charging.  :func:`charge` is a schedule's NM regret (paper Eq. 4) on complete rows: nothing is unattributed.
+:func:`charge_many` charges many schedules on the same rows at once, as each row's total minus what the schedule
+keeps: a resident set holds at most ``K`` positions, so that is ``O(T K)`` per schedule instead of the ``O(T^2)`` of
+summing the lost entries (a sweep charges every configuration and budget on each head's rows, computed once);
+:func:`charge` is its plain reference (a property test compares them).
 
 The exact optimum, lazy.  :func:`lazy_optimum` solves the NM optimum (:func:`kvcore.optima.nm_opt`, min-cost flow)
 on the rows it is given and then makes its schedule lazy (:func:`realtrace.quality.schedule.lazy_drop`): no position
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from kvcore.kernels import Kernel
 from kvcore.traces import AttentionTrace
 
 from .schedule import drop_from_evictions, lazy_drop
@@ -44,14 +49,21 @@ def head_rows(torch, query, key, g: int, scaling: float):
 
 def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
     """``rows`` (:func:`head_rows`) as a toolkit trace: complete (``top=None``, residual 0) or the ``top`` largest
-    entries per row with the exact residual (:func:`realtrace.capture.sparsify_rows`)."""
-    from ..capture import sparsify_rows
-
-    trace = sparsify_rows(rows, rows.shape[0] if top is None else top, source)
+    entries per row with the exact residual (:func:`realtrace.capture.sparsify_rows`).  Complete rows are taken as
+    they are, every positive entry at or left of the diagonal in order, renormalised as the capture renormalises (the
+    entries the capture's top-``T`` selection would keep, without sorting ``T^2`` of them)."""
     if top is not None:
-        return trace
+        from ..capture import sparsify_rows
+
+        return sparsify_rows(rows, top, source)
+    import torch
+
+    a = torch.tril(rows.to(torch.float64))
+    a = (a / a.sum(dim=1, keepdim=True)).numpy()
+    step, index = np.nonzero(a)  # row-major: steps ascending, positions ascending within a step
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(step, minlength=a.shape[0]))]).astype(np.int64)
     # every entry is stored, so no mass is unattributed; ``1 - sum`` of a renormalised float64 row (~1e-16) is rounding
-    return AttentionTrace(trace.indptr, trace.indices, trace.weights, np.zeros(trace.T), source)
+    return AttentionTrace(indptr, index.astype(np.int64), a[step, index], np.zeros(a.shape[0]), source)
 
 
 def charge(rows, drop: np.ndarray) -> np.ndarray:
@@ -63,16 +75,51 @@ def charge(rows, drop: np.ndarray) -> np.ndarray:
     return np.where(lost(drop, a.shape[0]), a, 0.0).sum(axis=1)
 
 
+def _resident_sums(at, drops, out):
+    """``out[r, t] += sum_{i <= t < drops[r, i]} at[i, t]``: the mass schedule ``r`` keeps at step ``t``; ``at`` is the
+    rows transposed (``at[i, t] = a[t, i]``), so each position's resident stretch is one contiguous run."""
+    n_runs, T = drops.shape
+    for r in range(n_runs):
+        for i in range(T):
+            for t in range(i, min(drops[r, i], T)):
+                out[r, t] += at[i, t]
+
+
+resident_sums = Kernel(_resident_sums)
+
+
+def charge_many(rows, drops: np.ndarray) -> np.ndarray:
+    """``(R, T)``: :func:`charge` of each of the ``R`` drop vectors ``drops`` ``(R, T)`` on the same ``rows``, as the
+    row's total over ``i <= t`` minus the mass the schedule keeps (:func:`resident_sums`).  The result differs from
+    :func:`charge`'s sum of the lost entries by rounding only (a few ``T`` eps times the row total; a difference
+    that rounds below 0 is 0); a row before the schedule's first drop loses nothing and is exactly 0, as there."""
+    a = np.tril(np.asarray(rows, dtype=np.float64))
+    T = a.shape[0]
+    d = np.ascontiguousarray(drops, dtype=np.int64).reshape(-1, T)
+    kept = np.zeros(d.shape, dtype=np.float64)
+    resident_sums(np.ascontiguousarray(a.T), d, kept)
+    losing = np.arange(T)[None, :] >= d.min(axis=1, initial=T)[:, None]  # a dropped position stays lost
+    return np.where(losing, np.maximum(a.sum(axis=1)[None, :] - kept, 0.0), 0.0)
+
+
 def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "quality") -> tuple[np.ndarray, float, float]:
     """``(drop, lower, cost)``: the lazy exact optimum (module docstring) solved on ``rows`` complete (``top=None``)
     or cut to ``top`` entries per row; ``lower`` is the optimum's cost on the rows it was solved on (a lower bound of
     the optimum on complete rows, equal to it for ``top=None``), ``cost`` the lazy schedule's cost on complete rows."""
+    return lazy_optima(rows, (capacity,), top, source)[0]
+
+
+def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality") -> list[tuple[np.ndarray, float, float]]:
+    """:func:`lazy_optimum` at each of ``capacities`` on the same rows, the trace built once."""
     from kvcore.optima import nm_opt
 
     trace = rows_trace(rows, top, source)
-    res = nm_opt(trace, capacity, record=True)
-    drop = lazy_drop(drop_from_evictions(res.evictions, trace.T), capacity)
-    return drop, float(res.cost), float(charge(rows, drop).sum())
+    out = []
+    for capacity in capacities:
+        res = nm_opt(trace, capacity, record=True)
+        drop = lazy_drop(drop_from_evictions(res.evictions, trace.T), capacity)
+        out.append((drop, float(res.cost), float(charge(rows, drop).sum())))
+    return out
 
 
-__all__ = ["charge", "head_rows", "lazy_optimum", "rows_trace"]
+__all__ = ["charge", "charge_many", "head_rows", "lazy_optima", "lazy_optimum", "resident_sums", "rows_trace"]

@@ -18,11 +18,17 @@ def mass_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarr
     """``OPT``: every layer's and KV head's exact NM optimum of the attention-mass regret (paper Eq. 4) at ``k``,
     made lazy (:func:`realtrace.quality.exact.lazy_optimum`); solved on complete rows, or on the top ``opt_top``
     entries per row with the gap reported."""
-    from .exact import lazy_optimum
+    return mass_optima(ref, (k,), opt_top)[k]
 
-    solved = [[lazy_optimum(ref.rows(layer, g), k, opt_top) for g in range(ref.H)] for layer in range(ref.L)]
-    return (np.array([[d for d, _, _ in row] for row in solved]),
-            np.array([[cost - lower for _, lower, cost in row] for row in solved]))
+
+def mass_optima(ref, budgets, opt_top: int | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """:func:`mass_optimum` at every budget of ``budgets``, each head's rows and trace built once for all of them."""
+    from .exact import lazy_optima
+
+    solved = [[lazy_optima(ref.rows(layer, g), budgets, opt_top) for g in range(ref.H)] for layer in range(ref.L)]
+    return {k: (np.array([[head[b][0] for head in row] for row in solved]),
+                np.array([[head[b][2] - head[b][1] for head in row] for row in solved]))
+            for b, k in enumerate(budgets)}
 
 
 def _traces(ref, opt_top: int | None) -> list:
@@ -105,5 +111,12 @@ def opt_schedule(ref, name: str, k: int, opt_top: int | None) -> tuple[np.ndarra
     return VARIANTS[name](ref, k, opt_top)
 
 
-__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optimum", "opt_schedule", "static_optimum", "value_optimum",
+def opt_schedules(ref, name: str, budgets, opt_top: int | None) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+    """:func:`opt_schedule` at every budget of ``budgets`` (``OPT`` builds each head's rows once for all of them)."""
+    if name == OPT:
+        return mass_optima(ref, tuple(budgets), opt_top)
+    return {k: opt_schedule(ref, name, k, opt_top) for k in budgets}
+
+
+__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optima", "mass_optimum", "opt_schedule", "opt_schedules", "static_optimum", "value_optimum",
            "variant_name"]

@@ -52,7 +52,7 @@ the rows after.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 import numpy as np
 
@@ -140,6 +140,7 @@ class ClosedLoop:
     runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
     the compiled path ran."""
 
+    observes: ClassVar[bool] = True  # the pass computes the layer's scores for it (an open loop needs none)
     factory: Callable[[], Any]
     capacity: int
     seed: int = 0
@@ -168,6 +169,7 @@ class ClosedLoop:
 class OpenLoop:
     """A schedule fixed before the pass: ``drops`` of shape ``(layers, KV heads, T)``."""
 
+    observes: ClassVar[bool] = False
     drops: np.ndarray
 
     def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
@@ -254,12 +256,14 @@ class MaskedPass:
         rep = query.shape[1] // heads
         if self.keep_qkv is not None:
             self.keep_qkv[layer] = (query, key, value)
-        drops = None
-        if self.plan is not None:
+        drops = scores = None
+        if self.plan is not None and self.plan.observes:
             q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
 
             # the closed loop's observations come from every query head's scaled products q k^T, all rows
-            scores = (torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)) * scaling).numpy()
+            # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
+            scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling).numpy()
+        if self.plan is not None:
             drops = self.plan.layer_drops(layer, heads, scores)
         outs = []
         for g in range(heads):

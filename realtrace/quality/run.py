@@ -12,7 +12,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
    (1 and 2 come from the on-disk cache when it holds them, :mod:`realtrace.quality.cache`: the choices of 1 per
    press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
    from those hidden states);
-3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``):
+3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``; an optimum is solved at every
+   budget of the prompt on its first use, each head's trace built once):
 
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
@@ -37,7 +38,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a
 What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :mod:`realtrace.quality.replay`):
 
 * ``regret`` -- the schedule's NM regret (paper Eq. 4) on the complete full-cache rows
-  (:func:`realtrace.quality.exact.charge`: nothing unattributed), per step, mean over traces;
+  (:func:`realtrace.quality.exact.charge_many`, every run of the prompt on each head's rows computed once: nothing
+  unattributed), per step, mean over traces;
 * ``max_resident`` / ``max_resident_total`` -- the largest cache of any one layer and KV head, and the largest
   number of positions held by all of them together at one step (``OPT:static`` and ``OPT:coupled`` spend the
   total ``K x layers x KV heads`` of ``OPT`` at ``K`` unevenly: one trace may hold more than ``K``);
@@ -83,7 +85,7 @@ from . import prompts as qprompts
 from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
-from .optima import OPT, VARIANTS, opt_schedule, variant_name
+from .optima import OPT, VARIANTS, opt_schedules, variant_name
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
 
@@ -187,20 +189,31 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(ref: "_Reference", drops: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Per layer, KV head and step ``(L, H, T)``: the schedule's NM regret (Eq. 4) on the complete rows of the
-    full-cache pass (:func:`realtrace.quality.exact.charge`; nothing unattributed), and its value-weighted cost on the
-    same entries (each lost ``a[t, i]`` times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`)."""
-    from .exact import charge
+def _charged(ref: "_Reference", drops: list[np.ndarray], budgets: list[int]) -> list[dict]:
+    """The charges of each schedule ``drops[r]`` ``(L, H, T)`` (run at ``budgets[r]``) on the complete rows of the
+    full-cache pass: its NM regret (Eq. 4) and its value-weighted cost on the same entries (each lost ``a[t, i]``
+    times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`), per run the ``stream`` and ``answer`` means per
+    layer and KV head ``(L, H)`` and ``regret_total`` ``(L, H)``, the sum over all steps.  Each head's rows and value
+    costs are computed once for every schedule of the prompt (:func:`realtrace.quality.exact.charge_many`; nothing
+    unattributed), and reduced at once, so memory does not grow with steps x runs."""
+    from .exact import charge_many
     from .value_cost import value_costs
 
-    regret, value = np.zeros((2, ref.L, ref.H, ref.T))
+    T, a0 = ref.T, ref.prompt.n_prompt - 1
+    stacked = np.stack(drops)
+    out = [{f"{name}_{scope}": np.zeros((ref.L, ref.H)) for name in ("regret", "value") for scope in SCOPES}
+           | {"regret_total": np.zeros((ref.L, ref.H))} for _ in drops]
     for layer in range(ref.L):
         for g in range(ref.H):
             rows = ref.rows(layer, g).numpy()
-            regret[layer, g] = charge(rows, drops[layer, g])
-            value[layer, g] = charge(value_costs(rows, ref.values(layer, g)), drops[layer, g])
-    return regret, value
+            charged = {"regret": charge_many(rows, stacked[:, layer, g]),
+                       "value": charge_many(value_costs(rows, ref.values(layer, g)), stacked[:, layer, g])}
+            for r, k in enumerate(budgets):
+                for name, per_step in charged.items():
+                    for scope, r0 in (("stream", k), ("answer", a0)):
+                        out[r][f"{name}_{scope}"][layer, g] = per_step[r, r0:T - 1].mean()
+                out[r]["regret_total"][layer, g] = charged["regret"][r].sum()
+    return out
 
 
 class _Reference:
@@ -213,7 +226,7 @@ class _Reference:
         store = store if store is not None else Store(None)
         cfg = lm.model.config
         self.L, self.H = cfg.num_hidden_layers, cfg.num_key_value_heads
-        self.prompt, ids = prompt, list(prompt.ids)
+        self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
         self.T = len(ids)
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
         # both from the on-disk cache when it holds them (:mod:`realtrace.quality.cache`), else computed and stored
@@ -257,21 +270,24 @@ def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
             yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
 
 
-def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, files: dict
+def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict
               ) -> tuple[np.ndarray | None, object, np.ndarray | None]:
     """``(drops, plan, gap)`` of one config at budget ``k``: drops for open loop, a closed-loop plan otherwise; for
     the optimum ``gap`` ``(L, H)`` = its complete-row cost minus the optimum of the rows it was solved on (0 up to
-    rounding on complete rows, :func:`realtrace.quality.exact.lazy_optimum`)."""
+    rounding on complete rows, :func:`realtrace.quality.exact.lazy_optimum`).  ``memo`` (one per prompt) keeps what
+    serves several runs: an optimum is solved at every budget of the prompt on its first call, a file read once."""
     from .replay import ClosedLoop
 
     T = ref.T
     if cfg.kind == "opt":
-        drops, gap = opt_schedule(ref, cfg.spec, k, opt_top)
+        if (cfg.spec, opt_top) not in memo:
+            memo[cfg.spec, opt_top] = opt_schedules(ref, cfg.spec, ref.budgets, opt_top)
+        drops, gap = memo[cfg.spec, opt_top][k]
         return drops, None, gap
     if cfg.kind == "press":
         return ref.press_drops[f"{cfg.spec}@{k}"], None, None
     if cfg.kind == "file":
-        drops = _file_schedule(files, cfg.spec, ref)
+        drops = _file_schedule(memo, cfg.spec, ref)
         for layer in range(ref.L):
             for g in range(ref.H):
                 check_capacity(drops[layer, g], k, f"{cfg.spec}: {ref.prompt.name} layer {layer} KV head {g}")
@@ -288,20 +304,22 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
                record=True).evictions, T) for g in range(ref.H)]) for layer in range(ref.L)]), None, None
 
 
-def _file_schedule(files: dict, path: str, ref: _Reference) -> np.ndarray:
-    if path not in files:
-        files[path] = read_schedule_file(path)
+def _file_schedule(memo: dict, path: str, ref: _Reference) -> np.ndarray:
+    if path not in memo:
+        memo[path] = read_schedule_file(path)
     key = f"drop_{ref.prompt.name}"
-    if key not in files[path]:
-        raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(files[path])) or 'nothing'})")
-    return check_schedule(files[path][key], ref.L, ref.H, ref.T, f"{path}:{key}")
+    if key not in memo[path]:
+        raise ScheduleError(f"{path}: no array {key} (saved for: {', '.join(sorted(memo[path])) or 'nothing'})")
+    return check_schedule(memo[path][key], ref.L, ref.H, ref.T, f"{path}:{key}")
 
 
-def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, files: dict,
-             steps: bool) -> dict:
+def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict,
+             steps: bool) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """One (config, budget): its schedule replayed and every output metric; returns ``(run, drops, gap)`` -- the
+    charges on the full-cache rows are added for all runs of the prompt at once (:func:`_add_charges`)."""
     from .replay import replay
 
-    drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, files)
+    drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, memo)
     T, n_prompt = ref.T, ref.prompt.n_prompt
     start = k if plan is not None else first_drop(drops)
     kl, dnll = np.zeros(T - 1), np.zeros(T - 1)
@@ -318,24 +336,31 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
-    regret, value = _charged(ref, drops)
     a0 = n_prompt - 1
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
            "max_resident": int(counts.max()), "max_resident_total": int(counts.sum(axis=0).max()),
            "prompt_kept": float((drops[:, :, :n_prompt] > n_prompt).sum(axis=2).mean()),
            "right": answer_right(argmax[a0:], ref.targets[a0:]),
-           "opt_gap": None if gap is None else float(gap.mean() / T),
-           "regret_sum": float(regret.sum()), "opt_lower": None if gap is None else float(regret.sum() - gap.sum())}
+           "opt_gap": None if gap is None else float(gap.mean() / T)}
     for scope, r0 in (("stream", k), ("answer", a0)):
-        for name, per_step in (("regret", regret), ("value", value), ("error", error), ("displaced", displaced)):
+        for name, per_step in (("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)
         for name, per_row in (("kl", kl), ("dnll", dnll), ("top1", top1)):
             out[f"{name}_{scope}"] = scope_mean(per_row, r0, T - 1)
     if steps:
         out["steps"] = {"kl": kl.astype(np.float32), "dnll": dnll.astype(np.float32), "top1": top1,
                         "error": error, "displaced": displaced, "drop": drops.astype(np.int32)}
-    return out
+    return out, drops, gap
+
+
+def _add_charges(out: dict, charges: dict, gap: np.ndarray | None) -> None:
+    """Fill in a run's charges on the full-cache rows (:func:`_charged`): the stream and answer means per layer and KV
+    head, ``regret_sum`` and, for an optimum, ``opt_lower``."""
+    total = charges.pop("regret_total")
+    out.update(charges)
+    out["regret_sum"] = float(total.sum())
+    out["opt_lower"] = None if gap is None else float(total.sum() - gap.sum())
 
 
 def _open(drops):
@@ -359,14 +384,22 @@ def run_task(task: dict) -> dict:
     if task["progress"]:
         sys.stderr.write(f"  {prompt.name}: full-cache reference {ref.status}, {ref.presses_cached} of "
                          f"{len(presses) * len(budgets)} press choices cached ({time.monotonic() - t0:.0f} s)\n")
-    files: dict = {}
-    runs = []
+    memo: dict = {}
+    done = []
     for k in budgets:
         for cfg in configs:
-            runs.append(_one_run(lm, ref, cfg, k, task["seed"], task["top"], task["opt_top"], files, task["steps"]))
+            done.append(_one_run(lm, ref, cfg, k, task["seed"], task["top"], task["opt_top"], memo, task["steps"]))
             if task["progress"]:
                 sys.stderr.write(f"  {prompt.name}: {cfg.name} at K = {k} ({time.monotonic() - t0:.0f} s)\n")
                 sys.stderr.flush()
+    runs = [out for out, _, _ in done]
+    if done:
+        charges = _charged(ref, [drops for _, drops, _ in done], [out["budget"] for out, _, _ in done])
+        for (out, _, gap), charged in zip(done, charges):
+            _add_charges(out, charged, gap)
+    if task["progress"]:
+        sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows "
+                         f"({time.monotonic() - t0:.0f} s)\n")
     info = {"name": prompt.name, "what": prompt.what, "tokens": prompt.T, "prompt_tokens": prompt.n_prompt,
             "answer_tokens": prompt.T - prompt.n_prompt, "sha256": prompt.sha256,
             "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer,
