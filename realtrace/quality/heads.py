@@ -24,7 +24,7 @@ import numpy as np
 
 from kvcore.atomic import write_text
 
-from .report import _slug
+from .report import steps_name
 
 PROMPTS = "kv-24-12,needle-400-d50,needle-600-d90"
 # the sweep behind realtrace/data/quality_heads (its PROVENANCE.md spells it); ``--out DIR`` is added by remake
@@ -48,7 +48,7 @@ def derive(out_dir: str | Path) -> dict:
     for run in study["runs"]:
         if run["kind"] == "full":
             continue
-        path = out / "steps" / f"{_slug(run['config'])}_K{run['budget']}.npz"
+        path = out / "steps" / steps_name(run["config"], run["budget"])
         if not path.is_file():
             raise FileNotFoundError(f"{path}: no per-row arrays (was the study run with --steps?)")
         with np.load(path) as arrays:

@@ -177,8 +177,14 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
         return save_figure(fig, out_dir, STEM)
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
+    """A configuration's name as file names spell it: every run of other characters one ``_``."""
     return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
+
+
+def steps_name(config: str, budget: int) -> str:
+    """The file, inside ``OUT/steps``, where :func:`write` saves the per-row arrays of ``config`` at ``budget``."""
+    return f"{slug(config)}_K{budget}.npz"
 
 
 def write(res: dict, out_dir: str | Path) -> list[Path]:
@@ -191,7 +197,7 @@ def write(res: dict, out_dir: str | Path) -> list[Path]:
             continue
         arrays = {f"{q}_{p}": np.asarray(v) for p, per in run["steps"].items() for q, v in per.items()}
         (out / "steps").mkdir(exist_ok=True)
-        path = out / "steps" / f"{_slug(run['config'])}_K{run['budget']}.npz"
+        path = out / "steps" / steps_name(run["config"], run["budget"])
         with replacing(path) as tmp:
             np.savez_compressed(tmp, **arrays)
         paths.append(path)

@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import json
 import math
-import re
 from pathlib import Path
 
 import numpy as np
 
 from realtrace import DATA_DIR, input_dir
+from realtrace.quality.report import slug, steps_name
 
 BENCH_DIR = DATA_DIR / "quality_benchmark"   # committed; readers read realtrace.input_dir of its name
 BLIND_DIR = DATA_DIR / "quality_blind_spot"
@@ -133,14 +133,9 @@ def fig14_points(cs: dict[tuple[str, int], dict] | None = None, prompts=EASY) ->
     return {"prompts": list(prompts), "budgets": budgets, "series": series}
 
 
-def _slug(text: str) -> str:
-    """A configuration's name as ``--steps`` spells it in file names (:mod:`realtrace.quality.report`)."""
-    return re.sub(r"[^A-Za-z0-9]+", "_", text).strip("_")
-
-
 def case_file(prompt: str, budget: int, config: str) -> Path:
     """Where a saved case's schedule of ``config`` lives: one ``.npz`` replayable as ``file:PATH``."""
-    return BLIND_DIR / f"case_{prompt}_K{budget}_{_slug(config)}.npz"
+    return BLIND_DIR / f"case_{prompt}_K{budget}_{slug(config)}.npz"
 
 
 def extract_case(steps_dir: Path, prompt: str, budget: int, config: str, out: Path | None = None) -> Path:
@@ -149,7 +144,7 @@ def extract_case(steps_dir: Path, prompt: str, budget: int, config: str, out: Pa
     atomically to ``out`` (default :func:`case_file`)."""
     from kvcore.atomic import replacing
 
-    src = Path(steps_dir) / f"{_slug(config)}_K{budget}.npz"
+    src = Path(steps_dir) / steps_name(config, budget)
     with np.load(src, allow_pickle=False) as z:
         arrays = {k: z[k] for k in z.files if k.endswith(f"_{prompt}")}
     if f"drop_{prompt}" not in arrays:
