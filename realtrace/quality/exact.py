@@ -102,14 +102,16 @@ def charge_many(rows, drops: np.ndarray) -> np.ndarray:
     return np.where(losing, np.maximum(a.sum(axis=1)[None, :] - kept, 0.0), 0.0)
 
 
-def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "quality") -> tuple[np.ndarray, float, float]:
+def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "quality"
+                 ) -> tuple[np.ndarray, float, float]:
     """``(drop, lower, cost)``: the lazy exact optimum (module docstring) solved on ``rows`` complete (``top=None``)
     or cut to ``top`` entries per row; ``lower`` is the optimum's cost on the rows it was solved on (a lower bound of
     the optimum on complete rows, equal to it for ``top=None``), ``cost`` the lazy schedule's cost on complete rows."""
     return lazy_optima(rows, (capacity,), top, source)[0]
 
 
-def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality") -> list[tuple[np.ndarray, float, float]]:
+def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality"
+                ) -> list[tuple[np.ndarray, float, float]]:
     """:func:`lazy_optimum` at each of ``capacities`` on the same rows, the trace built once."""
     from kvcore.optima import nm_opt
 

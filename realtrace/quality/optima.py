@@ -118,5 +118,5 @@ def opt_schedules(ref, name: str, budgets, opt_top: int | None) -> dict[int, tup
     return {k: opt_schedule(ref, name, k, opt_top) for k in budgets}
 
 
-__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optima", "mass_optimum", "opt_schedule", "opt_schedules", "static_optimum", "value_optimum",
-           "variant_name"]
+__all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optima", "mass_optimum", "opt_schedule", "opt_schedules",
+           "static_optimum", "value_optimum", "variant_name"]
