@@ -28,6 +28,7 @@ from typing import Callable, Sequence
 from ..errors import ParameterError
 from ..traces import AttentionTrace
 from .capacity_curve import entries_of, optimum_curve
+from .mincost import as_objects
 
 
 class RegretCurve:
@@ -87,8 +88,8 @@ class RegretCurve:
 
 
 def exact_mass(exact, unit) -> Fraction:
-    """``sum(exact) * unit`` as an exact Fraction (``exact``: int64 or Python-integer array)."""
-    return sum((int(x) for x in exact.tolist()), 0) * Fraction(unit)
+    """``sum(exact) * unit`` as an exact Fraction (``exact``: int64 array or :class:`~kvcore.optima.limbs.Limbs`)."""
+    return sum(as_objects(exact).tolist(), 0) * Fraction(unit)
 
 
 def greedy_order(curves: Sequence[Callable[[int], Fraction]], total: int, limit: int | None = None) -> list[int]:

@@ -34,6 +34,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..traces import AttentionTrace
+from .limbs import join
 from .mincost import FlowNetwork, exact_integers, solve_netsimplex
 from .nm_flow import entries_by_token, interval_network
 
@@ -122,7 +123,7 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
             head = np.concatenate([net.head, line_head])
             net = FlowNetwork(net.n_nodes, tail, head, np.concatenate([net.lower, np.zeros(e.T, np.int64)]),
                               np.concatenate([net.cap, np.full(e.T, d, np.int64)]),
-                              np.concatenate([net.cost, np.zeros(e.T, dtype=net.cost.dtype)]), net.cost_unit,
+                              join([net.cost, np.zeros(e.T, dtype=np.int64)]), net.cost_unit,
                               _moved(net.supply, first, last, d), np.concatenate([flow, np.full(e.T, d, np.int64)]),
                               np.lexsort((head, tail)))
         elif c > prev:
@@ -148,6 +149,16 @@ def _lost(e: Entries, exit_flow: np.ndarray) -> np.ndarray:
     kept_until = np.full(n_items, -1, dtype=np.int64)
     kept_until[e.item[exit_at]] = exit_at
     return np.arange(e.item.size) > kept_until[e.item]
+
+
+def item_drops(e: Entries, lost: np.ndarray) -> np.ndarray:
+    """Per item, the step at which a schedule that loses the entries ``lost`` drops it: the step after its last
+    retained entry, its arrival when none is retained (``e.T``: kept to the end) -- for one trace, the token's drop
+    vector (:mod:`realtrace.quality.schedule`)."""
+    drop = e.arrival.copy()
+    kept = ~lost
+    np.maximum.at(drop, e.item[kept], e.step[kept] + 1)
+    return drop
 
 
 def regret_curve(trace: AttentionTrace, capacities: Sequence[int]) -> np.ndarray:

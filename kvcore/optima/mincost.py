@@ -2,12 +2,12 @@
 
 A :class:`FlowNetwork` has arcs ``tail -> head`` with integer bounds ``[lower, cap]``, an integer supply per node
 (positive: flow enters there), a feasible starting flow, and costs held *exactly*: ``cost`` are integers (int64, or
-Python integers in an object array when they do not fit) and the true cost of arc ``a`` is
-``cost[a] * cost_unit``.  Every finite double is an integer times a power of two, so :func:`exact_integers` turns
-any valid fault costs or attention weights into such integers without rounding (their gcd divided out into the
-unit), and sums of them (the NM network's prefix masses) stay exact.  The cost of any integral flow is then an
-integer number of units, and a flow whose cost is provably less than one unit above a lower bound on the optimum is
-exactly optimal.
+wide integers in int64 limbs, :class:`~kvcore.optima.limbs.Limbs`, when they do not fit) and the true cost of arc
+``a`` is ``cost[a] * cost_unit``.  Every finite double is an integer times a power of two, so
+:func:`exact_integers` turns any valid fault costs or attention weights into such integers without rounding (their
+gcd divided out into the unit), and sums of them (the NM network's prefix masses) stay exact.  The cost of any
+integral flow is then an integer number of units, and a flow whose cost is provably less than one unit above a lower
+bound on the optimum is exactly optimal.
 
 :func:`solve` returns an integral flow with that proof: ``gap_bound``, an upper bound on ``cost(flow) - OPT`` from
 LP duality evaluated in exact integer arithmetic, always below one unit, which forces ``cost(flow) = OPT`` (a
@@ -21,11 +21,12 @@ Backends
                     the exact integers fit the overflow-safe range ``2**cost_bits(n)`` they are used as they are and
                     the final integer potentials are the certificate (gap 0, checked once more in int64).  Otherwise
                     (attention weights carry up to 53 significant bits at many binary exponents) the costs are
-                    rounded to that range, solved, and the answer is verified in exact Python integers: potentials
-                    recomputed along the final tree from the exact costs, then every arc's exact reduced cost.  If a
-                    near tie was resolved the wrong way by the rounding, the exact reduced costs (an equivalent cost
-                    vector) are rounded at a finer scale and the simplex continues from the same tree; each round
-                    gains ``cost_bits(n) - 2 bitlen(n)`` bits and the last one is exact, so it always ends certified.
+                    rounded to that range, solved, and the answer is verified in exact wide integers (int64
+                    limbs, :mod:`kvcore.optima.limbs`): potentials recomputed along the final tree from the exact
+                    costs, then the sign of every arc's exact reduced cost.  If a near tie was resolved the wrong way
+                    by the rounding, the exact reduced costs (an equivalent cost vector) are rounded at a finer scale
+                    and the simplex continues from the same tree; each round gains ``cost_bits(n) - 2 bitlen(n)``
+                    bits and the last one is exact, so it always ends certified.
     ``"highs"``     HiGHS dual simplex (devex pricing) through :func:`scipy.optimize.linprog` on the sparse
                     incidence matrix, with costs scaled by a power of two to at most 1 in magnitude (HiGHS' tolerances
                     are absolute: unscaled costs of 1e-9 were solved as if they were all equal to 0, and costs of
@@ -85,9 +86,12 @@ has one run's table):
   free slots are covered by gaps not containing it at no higher cost (25 % of gaps qualify), and in none when at
   some step at least the free slots are covered by nested gaps of no lower cost (5.4 %): too few to remove line
   nodes.  The line as the simplex's starting tree: 1.12 M pivots, 28 s, against 344 k and 4.9 s from the star.
-* Exactness costs little: the NM weights' exact integers have ~80 bits, the simplex runs once on rounded costs and
-  the exact verification (potentials along the final tree, every reduced cost, in Python integers) takes ~1 s at
-  NM T = 20,000; refinement rounds happen on near ties only (tests force them by shrinking the int64 range).
+* Exactness: the NM weights' exact integers have ~80-100 bits, the simplex runs once on rounded costs and
+  refinement rounds happen on near ties only (tests force them by shrinking the int64 range).  With the exact
+  integers as Python integers in object arrays, the exact parts (prefix masses, rounding, potentials, every reduced
+  cost) took ~1 s at NM T = 20,000 / 32 entries per row, but 2.6 of 3.5 s per solve on complete rows at T = 2,000
+  (2 x 10^6 exit arcs, issue 30); in int64 limbs (:mod:`kvcore.optima.limbs`) the same solve takes 1.2-1.3 s of CPU,
+  0.6-0.9 s of it the simplex, with the same flow (a real head's four budgets: 11 s -> 5.2 s, identical schedules).
 * Earlier, with HiGHS as the only fast backend: devex pricing measured 1.25-1.9x faster than HiGHS' default dual
   steepest edge (RM T = 10^6 finished in 411 s at 3.3 GB where the default did not in 1,500 s); OR-tools' cost
   scaling push-relabel lost at both large sizes (RM T = 10^5 103 s, NM T = 20,000 88 s); a numba successive shortest
@@ -99,12 +103,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from fractions import Fraction
-from functools import reduce
 
 import numpy as np
 import scipy.sparse as sp
 
 from ..errors import ParameterError
+from .limbs import Limbs, reduced_costs, tree_potentials, width_for
 from .netsimplex import cost_bits, solve_integer
 
 SOLVERS = ("netsimplex", "highs", "networkx")
@@ -116,7 +120,7 @@ _MAX_ROUNDS = 200
 @dataclass(frozen=True)
 class FlowNetwork:
     """Arcs ``tail[a] -> head[a]``, integer bounds ``[lower[a], cap[a]]``, exact costs ``cost[a] * cost_unit``
-    (``cost`` int64 or an object array of Python integers), node ``supply``, and a feasible flow ``start``.
+    (``cost`` int64 or :class:`~kvcore.optima.limbs.Limbs`), node ``supply``, and a feasible flow ``start``.
 
     ``scan_order`` (a permutation of the arcs, optional) is the order in which the network simplex prices them; it
     changes nothing but speed (measured: NM arcs grouped by tail node, RM arcs by head time, 1.6-2.3x faster than
@@ -158,11 +162,12 @@ def exact_integers(values: np.ndarray) -> tuple[np.ndarray, Fraction]:
     """``(ints, unit)`` with ``values == ints * unit`` exactly, ``ints`` coprime integers and ``unit`` a positive
     rational (``g * 2**-e``).
 
-    ``values`` must be finite doubles.  ``ints`` is int64 when every entry fits in 62 bits, else an object array of
-    Python integers.  Vectorized: ``frexp`` gives a 53-bit integer mantissa and an exponent per value, trailing zero
-    bits move into the exponent, the smallest exponent becomes the common scale ``2**-e``, and the greatest common
-    divisor ``g`` is divided out (equal costs become 1: HiGHS' tolerances then cannot blur them, and the network
-    simplex needs no rounding)."""
+    ``values`` must be finite doubles.  ``ints`` is int64 when every entry fits in 62 bits, else
+    :class:`~kvcore.optima.limbs.Limbs`.  Vectorized: ``frexp`` gives a 53-bit integer mantissa and an exponent per
+    value, trailing zero bits move into the exponent, the smallest exponent becomes the common scale ``2**-e``, and
+    the greatest common divisor ``g`` is divided out (equal costs become 1: HiGHS' tolerances then cannot blur them,
+    and the network simplex needs no rounding).  Every mantissa is then odd and some value has no shift, so ``g`` is
+    the gcd of the odd mantissas (int64)."""
     values = np.asarray(values, dtype=np.float64)
     nz = values != 0
     if not nz.any():
@@ -177,24 +182,23 @@ def exact_integers(values: np.ndarray) -> tuple[np.ndarray, Fraction]:
     shift = lsb + e  # >= 0
     top = int((shift + np.frexp(odd.astype(np.float64))[1]).max())  # frexp's exponent is the bit length (< 2**53)
     sign = np.sign(values[nz]).astype(np.int64)
+    # every odd mantissa is odd and some shift is 0, so the gcd of the integers is the gcd of the odd mantissas
+    g = int(np.gcd.reduce(odd))
+    odd //= g
     if top <= 62:
         ints = np.zeros(values.size, np.int64)
         ints[nz] = sign * (odd << shift)
-        g = int(np.gcd.reduce(np.abs(ints[nz])))
-    else:
-        ints = np.zeros(values.size, dtype=object)
-        big = odd.astype(object)
-        big <<= shift.astype(object)  # numpy's object loop: 2.4x faster than a comprehension at 2 x 10^6 entries
-        big[sign < 0] *= -1
-        ints[nz] = big
-        g = reduce(math.gcd, ints[nz].tolist())
-    if g > 1:
-        ints //= g
-    return ints, Fraction(g) / Fraction(2) ** e
+        return ints, Fraction(g) / Fraction(2) ** e
+    big = Limbs.scaled(sign, odd, shift, width_for(top))
+    d = np.zeros((values.size, big.width), np.int64)
+    d[nz] = big.d
+    return Limbs(d), Fraction(g) / Fraction(2) ** e
 
 
 def bit_length(ints: np.ndarray) -> int:
-    """Bits of the largest magnitude in an int64 or object integer array."""
+    """Bits of the largest magnitude in an int64 or object integer array or :class:`Limbs`."""
+    if isinstance(ints, Limbs):
+        return ints.bit_length()
     if ints.size == 0:
         return 0
     if ints.dtype == object:
@@ -204,6 +208,8 @@ def bit_length(ints: np.ndarray) -> int:
 
 def as_objects(ints: np.ndarray) -> np.ndarray:
     """The same integers as an object array of Python integers (exact arithmetic without overflow)."""
+    if isinstance(ints, Limbs):
+        return ints.to_objects()
     return ints if ints.dtype == object else ints.astype(object)
 
 
@@ -245,36 +251,10 @@ def duality_gap(rc: np.ndarray, flow: np.ndarray, lower: np.ndarray, cap: np.nda
     return int(np.dot(-rc[neg].astype(object), slack_up)) + int(np.dot(rc[pos].astype(object), slack_down))
 
 
-def _shift_round(ints: np.ndarray, k: int, bound: int) -> np.ndarray:
-    """``round(ints / 2**k)`` clipped to ``[-bound, bound]``, as int64 (exact integer arithmetic)."""
-    if k == 0 and ints.dtype != object:
-        return np.clip(ints, -bound, bound)
-    obj = as_objects(ints)
-    if k > 0:
-        obj = (obj + (1 << (k - 1))) >> k
-    return np.clip(obj, -bound, bound).astype(np.int64)
-
-
-def tree_potentials(cost: np.ndarray, tail: np.ndarray, head: np.ndarray, pred: np.ndarray,
-                    order: np.ndarray) -> np.ndarray:
-    """Exact potentials (Python integers) that zero the reduced cost ``cost + pi[tail] - pi[head]`` of every tree
-    arc of the simplex tree ``pred`` / ``order`` (root last index, artificial arcs of cost 0)."""
-    m = tail.size
-    c = as_objects(cost).tolist()
-    t, h, p = tail.tolist(), head.tolist(), pred.tolist()
-    pi_list = [0] * pred.size
-    root = pred.size - 1
-    for v in order.tolist()[1:]:
-        a = p[v]
-        if a >= m:
-            pi_list[v] = pi_list[root]
-        elif t[a] == v:
-            pi_list[v] = pi_list[h[a]] - c[a]
-        else:
-            pi_list[v] = pi_list[t[a]] + c[a]
-    pi = np.empty(pred.size, dtype=object)
-    pi[:] = pi_list
-    return pi
+def complementary_slack(sign: np.ndarray, flow: np.ndarray, cap: np.ndarray) -> bool:
+    """True when the reduced costs of signs ``sign`` certify ``flow`` (lower bounds 0): no arc with ``rc < 0`` below
+    its capacity and none with ``rc > 0`` above 0 -- exactly when :func:`duality_gap` is 0."""
+    return not (((sign < 0) & (flow < cap)) | ((sign > 0) & (flow > 0))).any()
 
 
 def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tuple[FlowSolution, np.ndarray]:
@@ -287,32 +267,35 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tu
     cap = (net.cap - net.lower)[order].astype(np.int64)
     flow = (net.start - net.lower)[order].astype(np.int64)
     exact = net.cost[order]
-    zero = np.zeros(net.n_arcs, np.int64)
     bits = cost_bits(net.n_nodes)
+    top = bit_length(exact)
+    if isinstance(exact, Limbs) or top > bits:
+        # the certificate in exact limbs wide enough for any reduced cost: |pi| < n 2**top, |rc| < (2 n + 1) 2**top
+        exact = Limbs.of(exact, width_for(top + (2 * net.n_nodes + 1).bit_length()))
     position = np.empty(net.n_arcs, np.int64)
     position[order] = np.arange(net.n_arcs)
     tree = np.full(net.n_nodes, -1, np.int64) if tree_arc is None else \
         np.where(tree_arc >= 0, position[np.maximum(tree_arc, 0)], -1)
     reduced = exact  # the costs of the current round: exact reduced costs w.r.t. the previous round's potentials
-    k = max(0, bit_length(exact) - bits)
+    k = max(0, top - bits)
     gain = max(1, bits - 2 * net.n_nodes.bit_length())
     for _ in range(_MAX_ROUNDS):
-        costs = _shift_round(reduced, k, 1 << bits)
+        costs = reduced.shift_round(k, 1 << bits) if isinstance(reduced, Limbs) else reduced
         flow, pi, pred, preorder, _pivots = solve_integer(tail, head, costs, cap, flow, tree)
-        if k == 0 and reduced.dtype != object and bit_length(reduced) <= bits:
-            # the kernel ran on the exact costs: its int64 potentials are the certificate
-            rc = reduced + pi[tail] - pi[head]
-        else:
-            pot = tree_potentials(exact, tail, head, pred, preorder)
-            rc = as_objects(exact) + pot[tail] - pot[head]
-        if duality_gap(rc, flow, zero, cap) == 0:
+        if isinstance(exact, Limbs):  # potentials recomputed exactly along the final tree
+            pot = tree_potentials(exact, tail, head, pred, preorder, exact.width)
+            sign = reduced_costs(exact, pot, tail, head, store=False)[1]
+        else:  # the kernel ran on the exact costs: its int64 potentials are the certificate
+            sign = np.sign(exact + pi[tail] - pi[head])
+        if complementary_slack(sign, flow, cap):
             out = np.empty(net.n_arcs, np.int64)
             out[order] = flow + net.lower[order]
             _check_feasible(net, out, "netsimplex")
             final = pred[:-1]
             return FlowSolution(out, "netsimplex", 0.0), np.where(final < net.n_arcs, order[np.minimum(
                 final, net.n_arcs - 1)], -1)
-        reduced = rc
+        # a near tie went the wrong way: the next round starts from the exact reduced costs, an equivalent cost vector
+        reduced = reduced_costs(exact, pot, tail, head)[0] if isinstance(exact, Limbs) else exact + pi[tail] - pi[head]
         k = max(0, k - gain)
         tree = np.where(pred[:-1] < net.n_arcs, pred[:-1], -1)
     raise RuntimeError(f"network simplex: not certified after {_MAX_ROUNDS} refinement rounds")
@@ -333,8 +316,9 @@ def _solve_highs(net: FlowNetwork) -> FlowSolution:
     # costs scaled by 2**-top into [-1, 1] (shifted to at most 62 bits first: an integer of 1,100+ bits has no float);
     # rounding here only perturbs what HiGHS optimizes, never the certificate below
     drop = max(0, top - 62)
-    scaled = np.ldexp(np.array([float(c >> drop) for c in net.cost.tolist()]) if net.cost.dtype == object
-                      else net.cost.astype(np.float64), drop - top)
+    plain = isinstance(net.cost, np.ndarray) and net.cost.dtype == np.int64
+    scaled = np.ldexp(net.cost.astype(np.float64) if plain and not drop
+                      else np.array([float(c >> drop) for c in as_objects(net.cost).tolist()]), drop - top)
     res = linprog(scaled, A_eq=_incidence(net), b_eq=net.supply.astype(np.float64),
                   bounds=np.column_stack([net.lower, net.cap]).astype(np.float64), method="highs-ds",
                   options={"simplex_dual_edge_weight_strategy": "devex"})  # measured faster, see module docstring

@@ -39,7 +39,8 @@ import numpy as np
 from ..engine import check_capacity
 from ..errors import ParameterError
 from ..traces import AttentionTrace
-from .mincost import DEFAULT_SOLVER, FlowNetwork, as_objects, bit_length, check_solver, exact_integers, solve
+from .limbs import Limbs, join, segment_prefix, width_for
+from .mincost import DEFAULT_SOLVER, FlowNetwork, bit_length, check_solver, exact_integers, solve
 from .result import OptResult
 
 
@@ -62,10 +63,14 @@ def interval_network(T: int, arrival: np.ndarray, item: np.ndarray, step: np.nda
     this order: ``T`` line arcs of capacity ``capacity``, one take arc per item, one exit arc per entry."""
     nnz, n_items = item.size, arrival.size
     counts = np.bincount(item, minlength=n_items)
-    first = np.cumsum(counts) - counts
     # prefix mass of each item's entries up to and including entry j, exactly: a cumulative sum restarted per item
-    run = np.cumsum(as_objects(exact) if bit_length(exact) + nnz.bit_length() > 62 else exact)
-    prefix = run - np.repeat(run[first] - exact[first], counts)
+    top = bit_length(exact) + nnz.bit_length()  # no prefix sum is longer
+    if isinstance(exact, Limbs) or top > 62:
+        prefix = segment_prefix(Limbs.of(exact, width_for(top)), counts)
+    else:
+        run = np.cumsum(exact)
+        first = np.cumsum(counts) - counts
+        prefix = run - np.repeat(run[first] - exact[first], counts)
     # nodes in time order, each item's node right after its arrival's line node: the simplex walks the tree along
     # time, and this layout keeps those walks in cache (measured 1.7x faster than line nodes first)
     line_node = np.arange(T + 1, dtype=np.int64) + np.searchsorted(arrival, np.arange(T + 1))
@@ -81,7 +86,7 @@ def interval_network(T: int, arrival: np.ndarray, item: np.ndarray, step: np.nda
         head=head,
         lower=np.zeros(T + n_items + nnz, dtype=np.int64),
         cap=np.concatenate([np.full(T, capacity, dtype=np.int64), np.ones(n_items + nnz, dtype=np.int64)]),
-        cost=np.concatenate([np.zeros(T + n_items, dtype=prefix.dtype), -prefix]),
+        cost=join([np.zeros(T + n_items, dtype=np.int64), -prefix]),
         cost_unit=unit,
         supply=supply,
         start=np.concatenate([np.full(T, capacity, dtype=np.int64), np.zeros(n_items + nnz, dtype=np.int64)]),

@@ -33,6 +33,7 @@ import numpy as np
 from ..engine import check_capacity
 from ..errors import ParameterError
 from ..traces import PagingTrace
+from .limbs import join
 from .mincost import DEFAULT_SOLVER, FlowNetwork, check_solver, exact_integers, solve
 from .result import OptResult
 from .time_split import LEAF_STEPS, check_leaf, solve_time_split
@@ -96,7 +97,7 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = DEFAULT_SOLVER, reco
         head=head,
         lower=np.concatenate([per_step, np.zeros(g_tail.size, dtype=np.int64)]),
         cap=np.concatenate([np.full(T, h, dtype=np.int64), np.ones(g_tail.size, dtype=np.int64)]),
-        cost=np.concatenate([np.zeros(T, dtype=exact.dtype), -exact]),
+        cost=join([np.zeros(T, dtype=np.int64), -exact]),
         cost_unit=unit,
         supply=supply,
         start=np.concatenate([np.full(T, h, dtype=np.int64), np.zeros(g_tail.size, dtype=np.int64)]),
