@@ -269,9 +269,10 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tu
     exact = net.cost[order]
     bits = cost_bits(net.n_nodes)
     top = bit_length(exact)
+    # the certificate in exact limbs wide enough for any reduced cost: |pi| < n 2**top, |rc| < (2 n + 1) 2**top
+    width = width_for(top + (2 * net.n_nodes + 1).bit_length())
     if isinstance(exact, Limbs) or top > bits:
-        # the certificate in exact limbs wide enough for any reduced cost: |pi| < n 2**top, |rc| < (2 n + 1) 2**top
-        exact = Limbs.of(exact, width_for(top + (2 * net.n_nodes + 1).bit_length()))
+        exact = Limbs.of(exact, width)
     position = np.empty(net.n_arcs, np.int64)
     position[order] = np.arange(net.n_arcs)
     tree = np.full(net.n_nodes, -1, np.int64) if tree_arc is None else \
@@ -294,9 +295,13 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tu
             final = pred[:-1]
             return FlowSolution(out, "netsimplex", 0.0), np.where(final < net.n_arcs, order[np.minimum(
                 final, net.n_arcs - 1)], -1)
-        # a near tie went the wrong way: the next round starts from the exact reduced costs, an equivalent cost vector
-        reduced = reduced_costs(exact, pot, tail, head)[0] if isinstance(exact, Limbs) else exact + pi[tail] - pi[head]
-        k = max(0, k - gain)
+        if isinstance(exact, Limbs):
+            # a near tie went the wrong way: the next round starts from the exact reduced costs, an equivalent cost
+            # vector, rounded at a finer scale
+            reduced = reduced_costs(exact, pot, tail, head)[0]
+            k = max(0, k - gain)
+        else:  # exact int64 costs and no certificate (only a broken kernel does that): go on in exact limbs
+            exact = reduced = Limbs.of(exact, width)
         tree = np.where(pred[:-1] < net.n_arcs, pred[:-1], -1)
     raise RuntimeError(f"network simplex: not certified after {_MAX_ROUNDS} refinement rounds")
 
