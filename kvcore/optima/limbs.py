@@ -42,6 +42,18 @@ def carry_row(d, i):
         d[i, j + 1] += c
 
 
+@_inlined
+def row_sign(d, i):
+    """Sign of normalized row ``i`` of ``d`` (-1, 0, 1): negative exactly when its top limb is."""
+    L = d.shape[1]
+    if d[i, L - 1] < 0:
+        return -1
+    for j in range(L):
+        if d[i, j] != 0:
+            return 1
+    return 0
+
+
 def _normalize(d):
     """Every row of ``d`` normalized in place (module docstring)."""
     for i in range(d.shape[0]):
@@ -85,14 +97,7 @@ def _reduced(cost, pot, tail, head, out, signs):
         for j in range(L):
             row[0, j] = cost[a, j] + pot[tail[a], j] - pot[head[a], j]
         carry_row(row, 0)
-        if row[0, L - 1] < 0:
-            signs[a] = -1
-        else:
-            signs[a] = 0
-            for j in range(L):
-                if row[0, j] != 0:
-                    signs[a] = 1
-                    break
+        signs[a] = row_sign(row, 0)
         if store:
             out[a, :] = row[0, :]
 
@@ -121,16 +126,8 @@ def _tree_potentials(cost, tail, head, pred, order, pot):
 
 def _signs(d, out):
     """``out[i]`` = sign of normalized row ``i`` (-1, 0, 1)."""
-    m, L = d.shape
-    for i in range(m):
-        if d[i, L - 1] < 0:
-            out[i] = -1
-            continue
-        out[i] = 0
-        for j in range(L):
-            if d[i, j] != 0:
-                out[i] = 1
-                break
+    for i in range(d.shape[0]):
+        out[i] = row_sign(d, i)
 
 
 def _bit_lengths(d, out):

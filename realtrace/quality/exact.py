@@ -128,7 +128,7 @@ def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality
     for capacity in capacities:
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival
         drop[tokens] = item_drops(entries, solved[capacity])
-        drop = lazy_drop(np.where(drop >= trace.T, trace.T, drop), capacity)
+        drop = lazy_drop(drop, capacity)
         out.append((drop, math.fsum(entries.weight[solved[capacity]].tolist()), float(charge(rows, drop).sum())))
     return out
 
