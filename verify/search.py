@@ -35,18 +35,17 @@ from typing import Any, Callable
 import policies
 from adversary import constructions
 from kvcore.errors import ContractViolation, ParameterError
-from kvcore.measure import REL_TOL, measure, within
+from kvcore.measure import CONFIDENCE, REL_TOL, measure, within
 from kvcore.traces import PagingTrace
 
 from .check import assert_prefix_consistent
 from .config import FuzzConfig, policy_params
 from .deepen import Deepening
 from .isolated import PolicyFailed, PolicyHost, PolicyTimeout
-from .questions import QUESTIONS
+from .questions import QUESTIONS, SEEDS
 from .report import POLICY_FINDINGS
 from .shrink import minimize
 
-SEEDS = 8                   # runs of a randomized policy per trace (kvcore.measure's interval rule)
 CONSTRUCTION_SHARE = 0.5    # of the budget, at most, for the constructions
 SEARCH_SHARE = 0.25         # of what is left, at most, for the targeted search (deepening needs the rest)
 SHRINK_RESERVE = 0.3        # of the search's time, kept for shrinking once something exceeds the bound
@@ -158,8 +157,8 @@ class Search:
                             "bound_name": self.objective.bound_name, "value_name": self.objective.value_name}))
 
     # -- measuring ---------------------------------------------------------------------------------------------------
-    def measure(self, make, trace, opt=None):
-        m = measure(make, trace, self.k, model=self.cfg.model, seeds=range(SEEDS), opt=opt)
+    def measure(self, make, trace, opt=None, seeds=range(SEEDS), confidence: float = CONFIDENCE):
+        m = measure(make, trace, self.k, model=self.cfg.model, seeds=seeds, opt=opt, confidence=confidence)
         for h in self.hosts.values():
             h.finish()
         if not within(m.opt_cost, min(m.costs)):
