@@ -20,6 +20,13 @@ Rules with a compiled form (:class:`ClosedLoopRule`), each exactly the registere
                position the row did not list weighs 0), ties to the smaller position (Oren et al., EMNLP 2024);
 ``h2o``        among resident positions ``<= t - window`` (``window`` = H2O's recent part at ``k``), the one with the
                least accumulated observed weight goes, ties to the smaller position (Zhang et al., NeurIPS 2023).
+               ACC (the paper's Section 5 rule) is this rule with ``window = 1`` (the arriving token protected) or
+               ``0`` (``protect_arrival=False``: the literal argmin, the arrival included);
+``lru``        the least recently used position goes: a position is used when it arrives and when row ``t`` lists it
+               with weight ``>= threshold``; positions used in the same row count in ascending order, all after the
+               arrival (the policy's list order: admission appends, each observed entry moves to the young end).
+               With ``threshold = 0`` and complete rows every resident position is used at every step, so LRU
+               is FIFO; the kernel then computes no row at all.
 
 The observation is one function for both paths: :func:`observed_row` runs inside the layer kernel and, per step,
 behind :data:`observed_row_kernel` for the policy objects of the Python path, so the two see bit-identical weights
@@ -41,17 +48,19 @@ import numpy as np
 
 from .kernels import Kernel, _inlined, behaviour_of, unaltered_entry
 
-RULES = ("fifo", "streaming", "tova", "h2o")
-_FIFO, _STREAMING, _TOVA, _H2O = range(len(RULES))
+RULES = ("fifo", "streaming", "tova", "h2o", "lru")
+_FIFO, _STREAMING, _TOVA, _H2O, _LRU = range(len(RULES))
 
 
 @dataclass(frozen=True)
 class ClosedLoopRule:
-    """A compiled rule: ``kind`` (one of :data:`RULES`) and its ``window`` (StreamingLLM's sinks, H2O's recent part;
-    0 for the others), both as at the capacity the policy runs with."""
+    """A compiled rule: ``kind`` (one of :data:`RULES`), its ``window`` (StreamingLLM's sinks, H2O's recent part;
+    0 for the others), both as at the capacity the policy runs with, and LRU's use ``threshold`` (0 for the
+    others)."""
 
     kind: str
     window: int = 0
+    threshold: float = 0.0
 
     def __post_init__(self) -> None:
         if self.kind not in RULES:
@@ -124,10 +133,11 @@ def victim_index(rule, window, resident, n, score, t):
 
 
 @Kernel
-def layer_schedule(scores, rep, capacity, top, rule, window, drops):
+def layer_schedule(scores, rep, capacity, top, rule, window, threshold, drops):
     """Fill ``drops`` ``(G, T)`` with the schedule of every KV head ``g`` (query heads ``g*rep .. g*rep+rep-1`` of
     ``scores``) under ``rule`` (module docstring).  ``score`` per position: TOVA's weight in the last observed row,
-    H2O's accumulated weight."""
+    H2O's accumulated weight, LRU's last use as the rank ``(2 step + 1 if observed else 2 step) T + position``
+    (exact in float64 below ``T = 6 10^7``)."""
     G = drops.shape[0]
     T = drops.shape[1]
     resident = np.empty(capacity + 1, np.int64)
@@ -139,7 +149,7 @@ def layer_schedule(scores, rep, capacity, top, rule, window, drops):
         n = 0
         for t in range(T):
             drops[g, t] = T
-            score[t] = 0.0
+            score[t] = 2.0 * t * T + t if rule == _LRU else 0.0
             resident[n] = t
             n += 1
             if n > capacity:
@@ -148,7 +158,10 @@ def layer_schedule(scores, rep, capacity, top, rule, window, drops):
                 for x in range(j, n - 1):
                     resident[x] = resident[x + 1]
                 n -= 1
-            if rule == _TOVA or rule == _H2O:
+            if rule == _LRU and top == 0 and threshold == 0.0:
+                for j in range(n):  # every weight is >= 0: all used, in ascending order
+                    score[resident[j]] = (2.0 * t + 1.0) * T + resident[j]
+            elif rule == _TOVA or rule == _H2O or rule == _LRU:
                 m = observed_row(scores, g * rep, rep, t, resident, n, top, weights, listed, exps)
                 if rule == _TOVA:
                     for j in range(n):
@@ -157,8 +170,10 @@ def layer_schedule(scores, rep, capacity, top, rule, window, drops):
                     x = listed[j]
                     if rule == _TOVA:
                         score[resident[x]] = weights[x]
-                    else:
+                    elif rule == _H2O:
                         score[resident[x]] += weights[x]
+                    elif weights[x] >= threshold:
+                        score[resident[x]] = (2.0 * t + 1.0) * T + resident[x]
     return drops
 
 
@@ -174,7 +189,7 @@ def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int
     drops = np.empty((kv_heads, T), np.int64)
     kernel = layer_schedule if compiled else layer_schedule.py_func
     return kernel(scores, heads // kv_heads, int(capacity), 0 if top is None else int(top), RULES.index(rule.kind),
-                  int(rule.window), drops)
+                  int(rule.window), float(rule.threshold), drops)
 
 
 # --------------------------------------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ registers no policy and is imported by ``policies/__init__.py`` after every poli
 * :mod:`kvcore.block_kernel`: :func:`block_rule` gives the kernel's rule for exactly LRU, LFU and EMA-Block, plain or
   wrapped once in Persistent; the block study runs every other policy through the engine.
 * :mod:`kvcore.closed_loop` (the quality study's closed loop): FIFO (a sliding window in NM), StreamingLLM with its
-  sinks, TOVA, and H2O with its recent part, each as at the capacity it runs with.  The Section 10 ``Default`` is
+  sinks, TOVA, H2O with its recent part, each as at the capacity it runs with, ACC (H2O's rule with a recent part
+  of one token, or none without ``protect_arrival``) and LRU with its ``threshold``.  The Section 10 ``Default`` is
   not paired: its random tie-break draws from the policy's generator in an order set by its internal lists.
 """
 
@@ -20,6 +21,7 @@ from kvcore.block_kernel import BlockRule
 from kvcore.closed_loop import ClosedLoopRule, register_rule
 from kvcore.kernels import register_policy
 
+from .acc import ACC
 from .ema_block import EMABlock
 from .fifo import FIFO
 from .h2o import H2O
@@ -37,6 +39,8 @@ register_rule(FIFO, lambda policy, k: ClosedLoopRule("fifo"))
 register_rule(StreamingLLM, lambda policy, k: ClosedLoopRule("streaming", min(policy.n_sinks, k)))
 register_rule(TOVA, lambda policy, k: ClosedLoopRule("tova"))
 register_rule(H2O, lambda policy, k: ClosedLoopRule("h2o", policy.recent_at(k)))
+register_rule(ACC, lambda policy, k: ClosedLoopRule("h2o", 1 if policy.protect_arrival else 0))
+register_rule(LRU, lambda policy, k: ClosedLoopRule("lru", threshold=policy.threshold))
 
 
 def block_rule(policy) -> BlockRule | None:

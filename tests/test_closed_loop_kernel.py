@@ -3,8 +3,8 @@
 Reference = :func:`realtrace.quality.replay.run_head`: the registered policy object driven through
 :class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
 :class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
-rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA and H2O with
-drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m`` rows; the kernel's
+rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC and
+LRU with drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m`` rows; the kernel's
 plain-Python form (``py_func``, what runs without numba) too.  The shared observation is checked against numpy's
 softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
 No model and no torch needed.
@@ -26,7 +26,12 @@ from realtrace.quality.replay import ClosedLoop
 @st.composite
 def policy_specs(draw):
     """``(registered name, parameters)`` of a policy with a compiled rule, parameters drawn over their range."""
-    name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO"]))
+    name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO", "ACC", "LRU", "LRU"]))
+    if name == "ACC":
+        return name, {"protect_arrival": draw(st.booleans())}
+    if name == "LRU":
+        # weights of a row over <= 40 positions: 1/40 is typical, so these thresholds split rows both ways
+        return name, {"threshold": draw(st.sampled_from([0.0, 0.005, 0.03, 0.2, 0.6]))}
     if name == "H2O":
         if draw(st.booleans()):
             return name, {"recent_tokens": draw(st.integers(1, 12))}
@@ -104,6 +109,8 @@ def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
     assert rule_for(policies.make("TOVA"), k) == ClosedLoopRule("tova")
     assert rule_for(policies.make("H2O", recent_fraction=0.25), 8) == ClosedLoopRule("h2o", 2)
     assert rule_for(policies.make("StreamingLLM", n_sinks=9), k) == ClosedLoopRule("streaming", k)
+    assert rule_for(policies.make("ACC"), k) == ClosedLoopRule("h2o", 1)
+    assert rule_for(policies.make("LRU", threshold=0.1), k) == ClosedLoopRule("lru", threshold=0.1)
     shadowed = policies.make("TOVA")
     shadowed.victim = lambda t, protected: min(shadowed.resident)
     factories = {"a subclass": OldestFirstTOVA, "an unregistered policy": policies.resolve("Default"),
@@ -129,13 +136,13 @@ def test_a_bad_layer_shape_is_refused():
     with pytest.raises(ValueError, match="KV heads"):
         closed_loop_drops(np.zeros((4, 5, 5), np.float32), 3, 2, None, ClosedLoopRule("tova"))
     with pytest.raises(ValueError, match="must be one of"):
-        ClosedLoopRule("lru")
+        ClosedLoopRule("lfu")
 
 
-@pytest.mark.parametrize("name", ["TOVA", "H2O"])
+@pytest.mark.parametrize("name", ["TOVA", "H2O", "ACC", "LRU"])
 def test_on_top_rows_an_unlisted_position_gets_nothing(name):
     """With ``top = 2`` most resident positions are not listed in a row: TOVA must score them 0 (not their weight
-    in an older row), H2O must add nothing to them.  Several long layers, where these cases decide victims."""
+    in an older row), H2O and ACC must add nothing to them, LRU must not count them as used.  Several long layers, where these cases decide victims."""
     rng = np.random.default_rng(11)
     scores = (rng.normal(size=(3 * 2, 120, 120)) * 2).astype(np.float32)
     for k in (5, 9, 17):
@@ -144,3 +151,21 @@ def test_on_top_rows_an_unlisted_position_gets_nothing(name):
         assert np.array_equal(fast.layer_drops(0, 3, scores),
                               ClosedLoop(factory, k, top=2, compiled=False).layer_drops(0, 3, scores))
         assert fast.compiled_layers == 1
+
+
+def test_lru_counts_a_weight_equal_to_its_threshold_as_a_use():
+    """Rows whose resident weights are exactly 1/2 (two positions at score 0, the rest at -100: the rest's share is
+    below half an ulp of 2) and threshold 1/2: the policy's ``weights >= threshold`` uses the two, so LRU is not FIFO
+    here; the compiled rule must agree on every head."""
+    rng = np.random.default_rng(3)
+    heads, T, k = 3, 60, 4
+    scores = np.full((heads, T, T), -100.0, np.float32)
+    for h in range(heads):
+        for t in range(T):
+            scores[h, t, rng.choice(t + 1, size=min(2, t + 1), replace=False)] = 0.0
+    lru = policies.resolve("LRU", {"threshold": 0.5})
+    fast = ClosedLoop(lru, k)
+    got = fast.layer_drops(0, heads, scores)
+    assert fast.compiled_layers == 1
+    assert np.array_equal(got, ClosedLoop(lru, k, compiled=False).layer_drops(0, heads, scores))
+    assert not np.array_equal(got, ClosedLoop(policies.resolve("FIFO"), k).layer_drops(0, heads, scores))

@@ -232,7 +232,7 @@ def closed_loop_pass(lm, ids, factory, k, seed=3, top=None):
         return plan, lm.model.lm_head(hidden).numpy()
 
 
-@pytest.mark.parametrize("name, top", [("TOVA", 8), ("H2O", 8)])
+@pytest.mark.parametrize("name, top", [("TOVA", 8), ("H2O", 8), ("ACC", 8), ("LRU", 8)])
 def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, short_ids, name, top):
     import policies
     from realtrace.quality.schedule import drop_from_evictions
