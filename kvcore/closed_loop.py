@@ -66,6 +66,13 @@ class ClosedLoopRule:
         if self.kind not in RULES:
             raise ValueError(f"closed-loop rule {self.kind!r}: must be one of {RULES}")
 
+    def reads_rows(self, top: int | None) -> bool:
+        """Whether the rule looks at the attention rows at all (FIFO and StreamingLLM never do; LRU does only when
+        a weight can fall below its threshold: a positive threshold, or top-``m`` rows that leave positions out)."""
+        if self.kind == "lru":
+            return self.threshold > 0.0 or top is not None
+        return self.kind in ("tova", "h2o")
+
 
 @_inlined
 def observed_row(scores, h0, rep, t, resident, n, top, weights, listed, exps):
@@ -180,11 +187,12 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, drops):
 def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int | None, rule: ClosedLoopRule,
                       compiled: bool = True) -> np.ndarray:
     """The drop vectors ``(kv_heads, T)`` of ``rule`` at ``capacity`` on a layer's ``scores`` ``(kv_heads * rep, T,
-    T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  ``compiled=False``
-    runs the plain-Python form of the kernel."""
+    T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  A rule that reads no
+    rows (:meth:`ClosedLoopRule.reads_rows`) takes ``scores`` of shape ``(kv_heads * rep, T, 0)`` as well, so its
+    caller need not compute them.  ``compiled=False`` runs the plain-Python form of the kernel."""
     scores = np.ascontiguousarray(scores, dtype=np.float32)
     heads, T = scores.shape[0], scores.shape[1]
-    if heads % kv_heads or scores.shape[2] != T or capacity < 1:
+    if heads % kv_heads or scores.shape[2] not in ((T,) if rule.reads_rows(top) else (T, 0)) or capacity < 1:
         raise ValueError(f"scores {scores.shape} for {kv_heads} KV heads at capacity {capacity}")
     drops = np.empty((kv_heads, T), np.int64)
     kernel = layer_schedule if compiled else layer_schedule.py_func

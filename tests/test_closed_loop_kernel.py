@@ -67,6 +67,9 @@ def test_compiled_closed_loop_gives_the_python_paths_schedules(spec, layer, seed
     assert np.array_equal(got, want), f"{spec} k={k} top={top}"
     rule = rule_for(factory(), k)
     assert np.array_equal(closed_loop_drops(scores, kv_heads, k, top, rule, compiled=False), want)
+    if not rule.reads_rows(top):    # then the pass computes no scores: the same schedule without them
+        assert not fast.reads_rows()
+        assert np.array_equal(fast.layer_drops(2, kv_heads, scores[:, :, :0]), want)
 
 
 @given(layer=layers())
@@ -132,9 +135,28 @@ def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
     assert mixed.compiled_layers == 0
 
 
+def test_which_rules_read_rows():
+    reads = {(kind, threshold, top): ClosedLoopRule(kind, threshold=threshold).reads_rows(top)
+             for kind in ("fifo", "streaming", "tova", "h2o", "lru") for threshold in (0.0, 0.1) for top in (None, 4)}
+    assert [key for key, r in reads.items() if not r] == [("fifo", t, m) for t in (0.0, 0.1) for m in (None, 4)] + [
+        ("streaming", t, m) for t in (0.0, 0.1) for m in (None, 4)] + [("lru", 0.0, None)]
+    # the plan decides for the pass; a policy without a compiled rule, or the Python path, always needs rows
+    assert not ClosedLoop(policies.resolve("StreamingLLM"), 8).reads_rows()
+    assert ClosedLoop(policies.resolve("StreamingLLM"), 8, compiled=False).reads_rows()
+    assert ClosedLoop(policies.resolve("Default"), 8).reads_rows()
+    # a factory whose later instances differ from the first is caught rather than run on missing rows
+    made = iter([policies.make("FIFO"), policies.make("TOVA"), policies.make("FIFO")])
+    mixed = ClosedLoop(lambda: next(made), 4)
+    assert not mixed.reads_rows()
+    with pytest.raises(RuntimeError, match="no scores"):
+        mixed.layer_drops(0, 2, np.zeros((2, 10, 0), np.float32))
+
+
 def test_a_bad_layer_shape_is_refused():
     with pytest.raises(ValueError, match="KV heads"):
         closed_loop_drops(np.zeros((4, 5, 5), np.float32), 3, 2, None, ClosedLoopRule("tova"))
+    with pytest.raises(ValueError, match="KV heads"):     # TOVA reads rows: width 0 is not enough
+        closed_loop_drops(np.zeros((4, 5, 0), np.float32), 2, 2, None, ClosedLoopRule("tova"))
     with pytest.raises(ValueError, match="must be one of"):
         ClosedLoopRule("lfu")
 

@@ -52,7 +52,7 @@ the rows after.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar
+from typing import Any, Callable
 
 import numpy as np
 
@@ -140,7 +140,6 @@ class ClosedLoop:
     runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
     the compiled path ran."""
 
-    observes: ClassVar[bool] = True  # the pass computes the layer's scores for it (an open loop needs none)
     factory: Callable[[], Any]
     capacity: int
     seed: int = 0
@@ -149,15 +148,26 @@ class ClosedLoop:
     drops: dict[int, np.ndarray] = field(default_factory=dict)
     compiled_layers: int = 0
 
+    def reads_rows(self) -> bool:
+        """Whether the pass must compute the layer's scaled products for this plan: not when every instance runs a
+        compiled rule that reads no rows (FIFO, StreamingLLM, LRU at threshold 0 on complete rows), which saves a
+        ``(query heads, T, T)`` product per layer."""
+        rule = rule_for(self.factory(), self.capacity) if self.compiled else None
+        return rule is None or rule.reads_rows(self.top)
+
     def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
         """``scores``: the layer's scaled products ``(query heads, T, T)``, KV head ``g`` served by the query heads
-        ``g*rep .. g*rep+rep-1``; the layer's drops ``(heads, T)``."""
+        ``g*rep .. g*rep+rep-1`` (``(query heads, T, 0)`` when :meth:`reads_rows` said none are needed); the
+        layer's drops ``(heads, T)``."""
         rep = scores.shape[0] // heads
         instances = [self.factory() for _ in range(heads)]
         rules = {rule_for(p, self.capacity) for p in instances} if self.compiled else {None}
         if None not in rules and len(rules) == 1:
             out = closed_loop_drops(scores, heads, self.capacity, self.top, rules.pop())
             self.compiled_layers += 1
+        elif scores.shape[2] == 0:
+            raise RuntimeError(f"closed loop, layer {layer}: the factory's instances differ from the first one "
+                               f"(which reads no rows), so no scores were computed for them")
         else:
             out = np.stack([run_head(p, self.capacity, np.random.default_rng([self.seed, layer, g]),
                                      scores[g * rep:(g + 1) * rep], self.top) for g, p in enumerate(instances)])
@@ -169,8 +179,10 @@ class ClosedLoop:
 class OpenLoop:
     """A schedule fixed before the pass: ``drops`` of shape ``(layers, KV heads, T)``."""
 
-    observes: ClassVar[bool] = False
     drops: np.ndarray
+
+    def reads_rows(self) -> bool:
+        return False
 
     def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
         return self.drops[layer]
@@ -256,14 +268,16 @@ class MaskedPass:
         rep = query.shape[1] // heads
         if self.keep_qkv is not None:
             self.keep_qkv[layer] = (query, key, value)
-        drops = scores = None
-        if self.plan is not None and self.plan.observes:
-            q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
-
-            # the closed loop's observations come from every query head's scaled products q k^T, all rows
-            # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
-            scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling).numpy()
+        drops = None
         if self.plan is not None:
+            if self.plan.reads_rows():
+                q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
+                # the closed loop's observations come from every query head's scaled products q k^T, all rows
+                # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
+                scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling)
+                scores = scores.numpy()
+            else:
+                scores = np.empty((query.shape[1], n_keys, 0), np.float32)
             drops = self.plan.layer_drops(layer, heads, scores)
         outs = []
         for g in range(heads):
