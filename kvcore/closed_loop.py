@@ -26,7 +26,20 @@ Rules with a compiled form (:class:`ClosedLoopRule`), each exactly the registere
                with weight ``>= threshold``; positions used in the same row count in ascending order, all after the
                arrival (the policy's list order: admission appends, each observed entry moves to the young end).
                With ``threshold = 0`` and complete rows every resident position is used at every step, so LRU
-               is FIFO; the kernel then computes no row at all.
+               is FIFO; the kernel then computes no row at all;
+``scissorhands`` among resident positions ``<= t - window`` (``window = min(recent, k)``), the one unimportant in
+               the most of the last ``history`` observed rows goes, ties to the smaller position: a position ``i``
+               is important in a row that lists it with weight ``>= threshold`` (``threshold < 0``: the uniform
+               share ``1 / |R_s|`` of that row), and its unimportance count is ``min(history, t - i)`` minus the
+               rows of the window where it was important (Liu et al., NeurIPS 2023; the registered policy with
+               ``drop_amount = 1``, one position per step -- the batched form runs through the engine);
+``gda``        Greedy-Dual-Attention (the paper's Section 6, Eq. 11) with the attention tie-break: each position
+               holds a Landlord level ``E_i`` (``rent + w`` at arrival, raised to ``rent + w`` whenever a row lists
+               it with weight ``>= threshold``; ``w = inf`` for the ``window`` pinned positions) and a decayed
+               attention ``D_i`` (``gamma``-decayed sum of its listed weights), stored lazily scaled exactly as
+               :class:`policies.decay.LazyDecay` stores it (the same float operations, rescaled at the same
+               steps); the position of least ``(E_i, D_i, i)`` goes, the arrival included, and the rent rises to
+               its level when that is finite and higher.  Weights ``unit`` (1; ``auto`` in NM) or ``zero``.
 
 The observation is one function for both paths: :func:`observed_row` runs inside the layer kernel and, per step,
 behind :data:`observed_row_kernel` for the policy objects of the Python path, so the two see bit-identical weights
@@ -48,19 +61,24 @@ import numpy as np
 
 from .kernels import Kernel, _inlined, behaviour_of, unaltered_entry
 
-RULES = ("fifo", "streaming", "tova", "h2o", "lru")
-_FIFO, _STREAMING, _TOVA, _H2O, _LRU = range(len(RULES))
+RULES = ("fifo", "streaming", "tova", "h2o", "lru", "scissorhands", "gda")
+_FIFO, _STREAMING, _TOVA, _H2O, _LRU, _SCISSORHANDS, _GDA = range(len(RULES))
+_DECAY_LIMIT = 2.0 ** 256   # policies.decay.LazyDecay.LIMIT: the stored values are rescaled past it
 
 
 @dataclass(frozen=True)
 class ClosedLoopRule:
-    """A compiled rule: ``kind`` (one of :data:`RULES`), its ``window`` (StreamingLLM's sinks, H2O's recent part;
-    0 for the others), both as at the capacity the policy runs with, and LRU's use ``threshold`` (0 for the
-    others)."""
+    """A compiled rule: ``kind`` (one of :data:`RULES`), its ``window`` (StreamingLLM's sinks and GD-A's pinned
+    positions, H2O's and Scissorhands' recent part; 0 for the others), both as at the capacity the policy runs
+    with, the ``threshold`` of LRU's use, Scissorhands' importance and GD-A's refresh (0 for the others),
+    Scissorhands' ``history`` and GD-A's ``gamma`` and unpinned ``weight`` (0, 1 and 1 for the others)."""
 
     kind: str
     window: int = 0
     threshold: float = 0.0
+    history: int = 0
+    gamma: float = 1.0
+    weight: float = 1.0
 
     def __post_init__(self) -> None:
         if self.kind not in RULES:
@@ -71,7 +89,7 @@ class ClosedLoopRule:
         a weight can fall below its threshold: a positive threshold, or top-``m`` rows that leave positions out)."""
         if self.kind == "lru":
             return self.threshold > 0.0 or top is not None
-        return self.kind in ("tova", "h2o")
+        return self.kind in ("tova", "h2o", "scissorhands", "gda")
 
 
 @_inlined
@@ -120,7 +138,7 @@ def observed_row_kernel(scores, t, items, top):
 
 
 @_inlined
-def victim_index(rule, window, resident, n, score, t):
+def victim_index(rule, window, history, resident, n, score, level, t):
     """The index in ``resident[:n]`` (ascending positions, ``t`` last) of the position the rule drops at step ``t``."""
     if rule == _FIFO:
         return 0
@@ -130,6 +148,20 @@ def victim_index(rule, window, resident, n, score, t):
             j += 1
         return j
     best = 0
+    if rule == _GDA:  # least (level, decayed attention), ties to the smaller position
+        for j in range(1, n):
+            a, b = resident[j], resident[best]
+            if level[a] < level[b] or (level[a] == level[b] and score[a] < score[b]):
+                best = j
+        return best
+    if rule == _SCISSORHANDS:  # score: rows where important; the most unimportant older position goes
+        for j in range(1, n):
+            if resident[j] > t - window:
+                break
+            if (min(history, t - resident[j]) - score[resident[j]]
+                    > min(history, t - resident[best]) - score[resident[best]]):
+                best = j
+        return best
     last = n - 1 if rule == _TOVA else n  # TOVA never drops the arriving token
     for j in range(1, last):
         if rule == _H2O and resident[j] > t - window:
@@ -140,11 +172,13 @@ def victim_index(rule, window, resident, n, score, t):
 
 
 @Kernel
-def layer_schedule(scores, rep, capacity, top, rule, window, threshold, drops):
+def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history, gamma, weight, drops):
     """Fill ``drops`` ``(G, T)`` with the schedule of every KV head ``g`` (query heads ``g*rep .. g*rep+rep-1`` of
     ``scores``) under ``rule`` (module docstring).  ``score`` per position: TOVA's weight in the last observed row,
     H2O's accumulated weight, LRU's last use as the rank ``(2 step + 1 if observed else 2 step) T + position``
-    (exact in float64 below ``T = 6 10^7``)."""
+    (exact in float64 below ``T = 6 10^7``), Scissorhands' count of window rows where the position was important
+    (the window's rows kept in a ring of ``min(history, T)`` rows of at most ``k`` positions), GD-A's stored
+    decayed attention (its level in ``level``; the rent and the decay's base step per head)."""
     G = drops.shape[0]
     T = drops.shape[1]
     resident = np.empty(capacity + 1, np.int64)
@@ -152,15 +186,26 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, drops):
     listed = np.empty(capacity + 1, np.int64)
     exps = np.empty(capacity + 1, np.float64)
     score = np.zeros(T, np.float64)
+    level = np.zeros(T, np.float64)
+    ring_rows = max(1, min(history, T)) if rule == _SCISSORHANDS else 1
+    ring = np.empty((ring_rows, capacity + 1), np.int64)
+    ring_count = np.zeros(ring_rows, np.int64)
     for g in range(G):
         n = 0
+        ring_count[:] = 0
+        rent = 0.0
+        base = 0
         for t in range(T):
             drops[g, t] = T
             score[t] = 2.0 * t * T + t if rule == _LRU else 0.0
+            if rule == _GDA:
+                level[t] = rent + (np.inf if t < window else weight)
             resident[n] = t
             n += 1
             if n > capacity:
-                j = victim_index(rule, window, resident, n, score, t)
+                j = victim_index(rule, window, history, resident, n, score, level, t)
+                if rule == _GDA and level[resident[j]] > rent and math.isfinite(level[resident[j]]):
+                    rent = level[resident[j]]
                 drops[g, resident[j]] = t
                 for x in range(j, n - 1):
                     resident[x] = resident[x + 1]
@@ -168,19 +213,48 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, drops):
             if rule == _LRU and top == 0 and threshold == 0.0:
                 for j in range(n):  # every weight is >= 0: all used, in ascending order
                     score[resident[j]] = (2.0 * t + 1.0) * T + resident[j]
-            elif rule == _TOVA or rule == _H2O or rule == _LRU:
-                m = observed_row(scores, g * rep, rep, t, resident, n, top, weights, listed, exps)
-                if rule == _TOVA:
+                continue
+            if rule == _FIFO or rule == _STREAMING:
+                continue
+            m = observed_row(scores, g * rep, rep, t, resident, n, top, weights, listed, exps)
+            if rule == _TOVA:
+                for j in range(n):
+                    score[resident[j]] = 0.0
+            if rule == _GDA:
+                # LazyDecay.scale and renormalize, with the same float powers (an exponent given as a float)
+                s = 1.0 if gamma == 1.0 else gamma ** float(base - t)
+                if s > _DECAY_LIMIT:
+                    f = gamma ** float(t - base)
+                    base = t
                     for j in range(n):
-                        score[resident[j]] = 0.0
-                for j in range(m):
-                    x = listed[j]
-                    if rule == _TOVA:
-                        score[resident[x]] = weights[x]
-                    elif rule == _H2O:
-                        score[resident[x]] += weights[x]
-                    elif weights[x] >= threshold:
+                        score[resident[j]] = score[resident[j]] * f
+                    s = 1.0
+            if rule == _SCISSORHANDS:
+                slot = t % ring_rows
+                if t >= history:  # row t - history leaves the window
+                    for j in range(ring_count[slot]):
+                        score[ring[slot, j]] -= 1.0
+                ring_count[slot] = 0
+                share = 1.0 / max(n, 1) if threshold < 0.0 else threshold
+            for j in range(m):
+                x = listed[j]
+                if rule == _TOVA:
+                    score[resident[x]] = weights[x]
+                elif rule == _H2O:
+                    score[resident[x]] += weights[x]
+                elif rule == _LRU:
+                    if weights[x] >= threshold:
                         score[resident[x]] = (2.0 * t + 1.0) * T + resident[x]
+                elif rule == _GDA:
+                    i = resident[x]
+                    w = np.inf if i < window else weight
+                    if weights[x] >= threshold and rent + w > level[i]:
+                        level[i] = rent + w
+                    score[i] = score[i] + weights[x] * s
+                elif weights[x] >= share:
+                    score[resident[x]] += 1.0
+                    ring[slot, ring_count[slot]] = resident[x]
+                    ring_count[slot] += 1
     return drops
 
 
@@ -197,7 +271,8 @@ def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int
     drops = np.empty((kv_heads, T), np.int64)
     kernel = layer_schedule if compiled else layer_schedule.py_func
     return kernel(scores, heads // kv_heads, int(capacity), 0 if top is None else int(top), RULES.index(rule.kind),
-                  int(rule.window), float(rule.threshold), drops)
+                  int(rule.window), float(rule.threshold), int(rule.history), float(rule.gamma), float(rule.weight),
+                  drops)
 
 
 # --------------------------------------------------------------------------------------------------------------------

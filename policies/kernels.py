@@ -11,7 +11,9 @@ registers no policy and is imported by ``policies/__init__.py`` after every poli
   wrapped once in Persistent; the block study runs every other policy through the engine.
 * :mod:`kvcore.closed_loop` (the quality study's closed loop): FIFO (a sliding window in NM), StreamingLLM with its
   sinks, TOVA, H2O with its recent part, each as at the capacity it runs with, ACC (H2O's rule with a recent part
-  of one token, or none without ``protect_arrival``) and LRU with its ``threshold``.  The Section 10 ``Default`` is
+  of one token, or none without ``protect_arrival``), LRU with its ``threshold`` and Scissorhands dropping one
+  position per step (``drop_amount = 1``; its default importance share ``1 / |R_s|`` is the threshold ``-1``),
+  GD-A with the attention tie-break and unit (``auto`` in NM) or zero weights.  The Section 10 ``Default`` is
   not paired: its random tie-break draws from the policy's generator in an order set by its internal lists.
 """
 
@@ -24,10 +26,12 @@ from kvcore.kernels import register_policy
 from .acc import ACC
 from .ema_block import EMABlock
 from .fifo import FIFO
+from .gda import GDA
 from .h2o import H2O
 from .lfu import LFU
 from .lru import LRU
 from .persistent_state import Persistent
+from .scissorhands import Scissorhands
 from .streaming_llm import StreamingLLM
 from .tova import TOVA
 
@@ -41,6 +45,11 @@ register_rule(TOVA, lambda policy, k: ClosedLoopRule("tova"))
 register_rule(H2O, lambda policy, k: ClosedLoopRule("h2o", policy.recent_at(k)))
 register_rule(ACC, lambda policy, k: ClosedLoopRule("h2o", 1 if policy.protect_arrival else 0))
 register_rule(LRU, lambda policy, k: ClosedLoopRule("lru", threshold=policy.threshold))
+register_rule(GDA, lambda policy, k: None if policy.tiebreak != "attention" or policy.weight not in (
+    "auto", "unit", "zero") else ClosedLoopRule("gda", min(policy.n_pinned, k), policy.threshold, gamma=policy.gamma,
+                                                weight=0.0 if policy.weight == "zero" else 1.0))
+register_rule(Scissorhands, lambda policy, k: None if policy.drop_amount != 1 else ClosedLoopRule(
+    "scissorhands", min(policy.recent, k), -1.0 if policy.threshold is None else policy.threshold, policy.history))
 
 
 def block_rule(policy) -> BlockRule | None:

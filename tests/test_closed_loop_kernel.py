@@ -3,14 +3,16 @@
 Reference = :func:`realtrace.quality.replay.run_head`: the registered policy object driven through
 :class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
 :class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
-rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC and
-LRU with drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m`` rows; the kernel's
-plain-Python form (``py_func``, what runs without numba) too.  The shared observation is checked against numpy's
+rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC, LRU,
+Scissorhands and GD-A with drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m``
+rows; the kernel's plain-Python form (``py_func``, what runs without numba) too.  The shared observation is checked against numpy's
 softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
 No model and no torch needed.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import pytest
@@ -26,7 +28,16 @@ from realtrace.quality.replay import ClosedLoop
 @st.composite
 def policy_specs(draw):
     """``(registered name, parameters)`` of a policy with a compiled rule, parameters drawn over their range."""
-    name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO", "ACC", "LRU", "LRU"]))
+    name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO", "ACC", "LRU", "LRU", "Scissorhands",
+                                 "Scissorhands", "GD-A", "GD-A"]))
+    if name == "GD-A":
+        # gamma 0.01 and 0.001 pass the lazy decay's rescaling point (scale 2^256) after ~39 and ~26 steps
+        return name, {"threshold": draw(st.sampled_from([0.0, 0.01, 0.2, math.inf])),
+                      "gamma": draw(st.sampled_from([0.9, 0.3, 0.01, 0.001])),
+                      "weight": draw(st.sampled_from(["auto", "unit", "zero"])), "n_pinned": draw(st.integers(0, 4))}
+    if name == "Scissorhands":
+        return name, {"history": draw(st.sampled_from([1, 2, 5, 64])), "recent": draw(st.integers(0, 6)),
+                      "threshold": draw(st.sampled_from([None, None, 0.0, 0.05, 0.3]))}
     if name == "ACC":
         return name, {"protect_arrival": draw(st.booleans())}
     if name == "LRU":
@@ -114,6 +125,10 @@ def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
     assert rule_for(policies.make("StreamingLLM", n_sinks=9), k) == ClosedLoopRule("streaming", k)
     assert rule_for(policies.make("ACC"), k) == ClosedLoopRule("h2o", 1)
     assert rule_for(policies.make("LRU", threshold=0.1), k) == ClosedLoopRule("lru", threshold=0.1)
+    assert rule_for(policies.make("Scissorhands"), k) == ClosedLoopRule("scissorhands", 6, -1.0, 64)
+    assert rule_for(policies.make("Scissorhands", drop_amount=2), k) is None   # batched drops: the engine
+    assert rule_for(policies.make("GD-A"), k) == ClosedLoopRule("gda", 0, 0.01, gamma=0.9, weight=1.0)
+    assert rule_for(policies.make("GD-A", tiebreak="recency"), k) is None
     shadowed = policies.make("TOVA")
     shadowed.victim = lambda t, protected: min(shadowed.resident)
     factories = {"a subclass": OldestFirstTOVA, "an unregistered policy": policies.resolve("Default"),
@@ -161,10 +176,12 @@ def test_a_bad_layer_shape_is_refused():
         ClosedLoopRule("lfu")
 
 
-@pytest.mark.parametrize("name", ["TOVA", "H2O", "ACC", "LRU"])
+@pytest.mark.parametrize("name", ["TOVA", "H2O", "ACC", "LRU", "Scissorhands", "GD-A"])
 def test_on_top_rows_an_unlisted_position_gets_nothing(name):
     """With ``top = 2`` most resident positions are not listed in a row: TOVA must score them 0 (not their weight
-    in an older row), H2O and ACC must add nothing to them, LRU must not count them as used.  Several long layers, where these cases decide victims."""
+    in an older row), H2O and ACC must add nothing to them, LRU must not count them as used, Scissorhands must not
+    count them as important, GD-A must neither refresh nor decay-add them.  Several long layers, where these cases
+    decide victims."""
     rng = np.random.default_rng(11)
     scores = (rng.normal(size=(3 * 2, 120, 120)) * 2).astype(np.float32)
     for k in (5, 9, 17):
@@ -191,3 +208,16 @@ def test_lru_counts_a_weight_equal_to_its_threshold_as_a_use():
     assert fast.compiled_layers == 1
     assert np.array_equal(got, ClosedLoop(lru, k, compiled=False).layer_drops(0, heads, scores))
     assert not np.array_equal(got, ClosedLoop(policies.resolve("FIFO"), k).layer_drops(0, heads, scores))
+
+
+def test_gda_never_drops_a_pinned_position_even_without_refreshes():
+    """With ``threshold = inf`` no row refreshes a level, so only the arrival's infinite weight keeps GD-A's pinned
+    positions: the compiled rule must keep them (and agree with the engine) while every other position goes."""
+    rng = np.random.default_rng(7)
+    scores = (rng.normal(size=(2 * 3, 50, 50)) * 3).astype(np.float32)
+    gda = policies.resolve("GD-A", {"n_pinned": 2, "threshold": math.inf})
+    fast = ClosedLoop(gda, 5)
+    got = fast.layer_drops(0, 2, scores)
+    assert fast.compiled_layers == 1
+    assert np.array_equal(got, ClosedLoop(gda, 5, compiled=False).layer_drops(0, 2, scores))
+    assert (got[:, :2] == 50).all() and (got[:, 2:45] < 50).all()

@@ -135,9 +135,10 @@ class ClosedLoop:
     resident set (``top=None``) or its ``top`` largest entries (:class:`ModelObserved`).
 
     When every instance is exactly a policy with a compiled rule (:func:`kvcore.closed_loop.rule_for`: FIFO,
-    StreamingLLM, TOVA, H2O, ACC, LRU, any parameters) all KV heads of a layer run in one compiled call, with the schedules of
-    the Python path (:func:`run_head`; property-tested equal); any other policy, a subclass or a ``module:Class``
-    runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
+    StreamingLLM, TOVA, H2O, ACC, LRU, any parameters; Scissorhands dropping one position per step; GD-A with the
+    attention tie-break and unit or zero weights) all KV heads of a layer run in one compiled call, with the
+    schedules of the Python path (:func:`run_head`; property-tested equal); any other policy, a subclass or a
+    ``module:Class`` runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
     the compiled path ran."""
 
     factory: Callable[[], Any]
