@@ -39,7 +39,12 @@ Rules with a compiled form (:class:`ClosedLoopRule`), each exactly the registere
                attention ``D_i`` (``gamma``-decayed sum of its listed weights), stored lazily scaled exactly as
                :class:`policies.decay.LazyDecay` stores it (the same float operations, rescaled at the same
                steps); the position of least ``(E_i, D_i, i)`` goes, the arrival included, and the rent rises to
-               its level when that is finite and higher.  Weights ``unit`` (1; ``auto`` in NM) or ``zero``.
+               its level when that is finite and higher.  Weights ``unit`` (1; ``auto`` in NM) or ``zero``;
+``random``     a uniformly random resident position goes, the arrival included: the registered policy's draw
+               ``rng.integers(k + 1)`` at each eviction indexes its pool, kept in admission order with a removed
+               slot filled by the last member (:class:`policies.random_evict.IndexedSet`).  The draws come from the
+               head's generator outside the kernel, one scalar call per eviction as the policy makes them
+               (``draws``), so a seed gives the policy's own schedule.
 
 The observation is one function for both paths: :func:`observed_row` runs inside the layer kernel and, per step,
 behind :data:`observed_row_kernel` for the policy objects of the Python path, so the two see bit-identical weights
@@ -61,8 +66,8 @@ import numpy as np
 
 from .kernels import Kernel, _inlined, behaviour_of, unaltered_entry
 
-RULES = ("fifo", "streaming", "tova", "h2o", "lru", "scissorhands", "gda")
-_FIFO, _STREAMING, _TOVA, _H2O, _LRU, _SCISSORHANDS, _GDA = range(len(RULES))
+RULES = ("fifo", "streaming", "tova", "h2o", "lru", "scissorhands", "gda", "random")
+_FIFO, _STREAMING, _TOVA, _H2O, _LRU, _SCISSORHANDS, _GDA, _RANDOM = range(len(RULES))
 _DECAY_LIMIT = 2.0 ** 256   # policies.decay.LazyDecay.LIMIT: the stored values are rescaled past it
 
 
@@ -85,7 +90,7 @@ class ClosedLoopRule:
             raise ValueError(f"closed-loop rule {self.kind!r}: must be one of {RULES}")
 
     def reads_rows(self, top: int | None) -> bool:
-        """Whether the rule looks at the attention rows at all (FIFO and StreamingLLM never do; LRU does only when
+        """Whether the rule looks at the attention rows at all (FIFO, StreamingLLM and Random never do; LRU only when
         a weight can fall below its threshold: a positive threshold, or top-``m`` rows that leave positions out)."""
         if self.kind == "lru":
             return self.threshold > 0.0 or top is not None
@@ -172,13 +177,14 @@ def victim_index(rule, window, history, resident, n, score, level, t):
 
 
 @Kernel
-def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history, gamma, weight, drops):
+def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history, gamma, weight, draws, drops):
     """Fill ``drops`` ``(G, T)`` with the schedule of every KV head ``g`` (query heads ``g*rep .. g*rep+rep-1`` of
     ``scores``) under ``rule`` (module docstring).  ``score`` per position: TOVA's weight in the last observed row,
     H2O's accumulated weight, LRU's last use as the rank ``(2 step + 1 if observed else 2 step) T + position``
     (exact in float64 below ``T = 6 10^7``), Scissorhands' count of window rows where the position was important
     (the window's rows kept in a ring of ``min(history, T)`` rows of at most ``k`` positions), GD-A's stored
-    decayed attention (its level in ``level``; the rent and the decay's base step per head)."""
+    decayed attention (its level in ``level``; the rent and the decay's base step per head).  ``draws`` ``(G, E)``:
+    the random rule's pool indices, one per eviction (``(G, 0)`` for the others)."""
     G = drops.shape[0]
     T = drops.shape[1]
     resident = np.empty(capacity + 1, np.int64)
@@ -192,6 +198,20 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
     ring_count = np.zeros(ring_rows, np.int64)
     for g in range(G):
         n = 0
+        if rule == _RANDOM:  # ``resident`` is the policy's pool, in its own order
+            e = 0
+            for t in range(T):
+                drops[g, t] = T
+                resident[n] = t
+                n += 1
+                if n > capacity:
+                    p = draws[g, e]
+                    e += 1
+                    drops[g, resident[p]] = t
+                    n -= 1
+                    if p < n:
+                        resident[p] = resident[n]
+            continue
         ring_count[:] = 0
         rent = 0.0
         base = 0
@@ -259,20 +279,28 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
 
 
 def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int | None, rule: ClosedLoopRule,
-                      compiled: bool = True) -> np.ndarray:
+                      compiled: bool = True, rngs: list[np.random.Generator] | None = None) -> np.ndarray:
     """The drop vectors ``(kv_heads, T)`` of ``rule`` at ``capacity`` on a layer's ``scores`` ``(kv_heads * rep, T,
     T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  A rule that reads no
     rows (:meth:`ClosedLoopRule.reads_rows`) takes ``scores`` of shape ``(kv_heads * rep, T, 0)`` as well, so its
-    caller need not compute them.  ``compiled=False`` runs the plain-Python form of the kernel."""
+    caller need not compute them.  ``rngs``: the random rule's generator per KV head (as the policy's ``rng``; each
+    advanced by one draw per eviction).  ``compiled=False`` runs the plain-Python form of the kernel."""
     scores = np.ascontiguousarray(scores, dtype=np.float32)
     heads, T = scores.shape[0], scores.shape[1]
     if heads % kv_heads or scores.shape[2] not in ((T,) if rule.reads_rows(top) else (T, 0)) or capacity < 1:
         raise ValueError(f"scores {scores.shape} for {kv_heads} KV heads at capacity {capacity}")
     drops = np.empty((kv_heads, T), np.int64)
+    draws = np.empty((kv_heads, 0), np.int64)
+    if rule.kind == "random":
+        if rngs is None or len(rngs) != kv_heads:
+            raise ValueError(f"closed-loop rule random: one generator per KV head ({kv_heads}) is needed")
+        # scalar calls, as the policy makes them (numpy does not promise that one array call draws the same values)
+        draws = np.array([[int(r.integers(capacity + 1)) for _ in range(max(T - capacity, 0))] for r in rngs],
+                         np.int64).reshape(kv_heads, max(T - capacity, 0))
     kernel = layer_schedule if compiled else layer_schedule.py_func
     return kernel(scores, heads // kv_heads, int(capacity), 0 if top is None else int(top), RULES.index(rule.kind),
                   int(rule.window), float(rule.threshold), int(rule.history), float(rule.gamma), float(rule.weight),
-                  drops)
+                  draws, drops)
 
 
 # --------------------------------------------------------------------------------------------------------------------

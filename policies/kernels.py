@@ -13,7 +13,8 @@ registers no policy and is imported by ``policies/__init__.py`` after every poli
   sinks, TOVA, H2O with its recent part, each as at the capacity it runs with, ACC (H2O's rule with a recent part
   of one token, or none without ``protect_arrival``), LRU with its ``threshold`` and Scissorhands dropping one
   position per step (``drop_amount = 1``; its default importance share ``1 / |R_s|`` is the threshold ``-1``),
-  GD-A with the attention tie-break and unit (``auto`` in NM) or zero weights.  The Section 10 ``Default`` is
+  GD-A with the attention tie-break and unit (``auto`` in NM) or zero weights, and Random (its draws taken from
+  the head's generator as the policy takes them).  The Section 10 ``Default`` is
   not paired: its random tie-break draws from the policy's generator in an order set by its internal lists.
 """
 
@@ -31,6 +32,7 @@ from .h2o import H2O
 from .lfu import LFU
 from .lru import LRU
 from .persistent_state import Persistent
+from .random_evict import Random
 from .scissorhands import Scissorhands
 from .streaming_llm import StreamingLLM
 from .tova import TOVA
@@ -48,6 +50,7 @@ register_rule(LRU, lambda policy, k: ClosedLoopRule("lru", threshold=policy.thre
 register_rule(GDA, lambda policy, k: None if policy.tiebreak != "attention" or policy.weight not in (
     "auto", "unit", "zero") else ClosedLoopRule("gda", min(policy.n_pinned, k), policy.threshold, gamma=policy.gamma,
                                                 weight=0.0 if policy.weight == "zero" else 1.0))
+register_rule(Random, lambda policy, k: ClosedLoopRule("random"))
 register_rule(Scissorhands, lambda policy, k: None if policy.drop_amount != 1 else ClosedLoopRule(
     "scissorhands", min(policy.recent, k), -1.0 if policy.threshold is None else policy.threshold, policy.history))
 

@@ -4,9 +4,9 @@ Reference = :func:`realtrace.quality.replay.run_head`: the registered policy obj
 :class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
 :class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
 rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC, LRU,
-Scissorhands and GD-A with drawn parameters, at capacities from 1 to past ``T``, on complete rows and on top-``m``
-rows; the kernel's plain-Python form (``py_func``, what runs without numba) too.  The shared observation is checked against numpy's
-softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
+Scissorhands, GD-A and Random (same seeds) with drawn parameters, at capacities from 1 to past ``T``, on complete
+rows and on top-``m`` rows; the kernel's plain-Python form (``py_func``, what runs without numba) too.  The shared
+observation is checked against numpy's softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
 No model and no torch needed.
 """
 
@@ -29,7 +29,7 @@ from realtrace.quality.replay import ClosedLoop
 def policy_specs(draw):
     """``(registered name, parameters)`` of a policy with a compiled rule, parameters drawn over their range."""
     name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO", "ACC", "LRU", "LRU", "Scissorhands",
-                                 "Scissorhands", "GD-A", "GD-A"]))
+                                 "Scissorhands", "GD-A", "GD-A", "Random"]))
     if name == "GD-A":
         # gamma 0.01 and 0.001 pass the lazy decay's rescaling point (scale 2^256) after ~39 and ~26 steps
         return name, {"threshold": draw(st.sampled_from([0.0, 0.01, 0.2, math.inf])),
@@ -77,7 +77,8 @@ def test_compiled_closed_loop_gives_the_python_paths_schedules(spec, layer, seed
     assert (fast.compiled_layers, slow.compiled_layers) == (1, 0)
     assert np.array_equal(got, want), f"{spec} k={k} top={top}"
     rule = rule_for(factory(), k)
-    assert np.array_equal(closed_loop_drops(scores, kv_heads, k, top, rule, compiled=False), want)
+    rngs = [np.random.default_rng([seed, 2, g]) for g in range(kv_heads)]
+    assert np.array_equal(closed_loop_drops(scores, kv_heads, k, top, rule, compiled=False, rngs=rngs), want)
     if not rule.reads_rows(top):    # then the pass computes no scores: the same schedule without them
         assert not fast.reads_rows()
         assert np.array_equal(fast.layer_drops(2, kv_heads, scores[:, :, :0]), want)
@@ -129,6 +130,7 @@ def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
     assert rule_for(policies.make("Scissorhands", drop_amount=2), k) is None   # batched drops: the engine
     assert rule_for(policies.make("GD-A"), k) == ClosedLoopRule("gda", 0, 0.01, gamma=0.9, weight=1.0)
     assert rule_for(policies.make("GD-A", tiebreak="recency"), k) is None
+    assert rule_for(policies.make("Random"), k) == ClosedLoopRule("random")
     shadowed = policies.make("TOVA")
     shadowed.victim = lambda t, protected: min(shadowed.resident)
     factories = {"a subclass": OldestFirstTOVA, "an unregistered policy": policies.resolve("Default"),

@@ -136,7 +136,8 @@ class ClosedLoop:
 
     When every instance is exactly a policy with a compiled rule (:func:`kvcore.closed_loop.rule_for`: FIFO,
     StreamingLLM, TOVA, H2O, ACC, LRU, any parameters; Scissorhands dropping one position per step; GD-A with the
-    attention tie-break and unit or zero weights) all KV heads of a layer run in one compiled call, with the
+    attention tie-break and unit or zero weights; Random, drawing from each head's generator as its instance would)
+    all KV heads of a layer run in one compiled call, with the
     schedules of the Python path (:func:`run_head`; property-tested equal); any other policy, a subclass or a
     ``module:Class`` runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
     the compiled path ran."""
@@ -164,7 +165,8 @@ class ClosedLoop:
         instances = [self.factory() for _ in range(heads)]
         rules = {rule_for(p, self.capacity) for p in instances} if self.compiled else {None}
         if None not in rules and len(rules) == 1:
-            out = closed_loop_drops(scores, heads, self.capacity, self.top, rules.pop())
+            rngs = [np.random.default_rng([self.seed, layer, g]) for g in range(heads)]  # as run_head's
+            out = closed_loop_drops(scores, heads, self.capacity, self.top, rules.pop(), rngs=rngs)
             self.compiled_layers += 1
         elif scores.shape[2] == 0:
             raise RuntimeError(f"closed loop, layer {layer}: the factory's instances differ from the first one "
