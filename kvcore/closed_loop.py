@@ -44,7 +44,15 @@ Rules with a compiled form (:class:`ClosedLoopRule`), each exactly the registere
                ``rng.integers(k + 1)`` at each eviction indexes its pool, kept in admission order with a removed
                slot filled by the last member (:class:`policies.random_evict.IndexedSet`).  The draws come from the
                head's generator outside the kernel, one scalar call per eviction as the policy makes them
-               (``draws``), so a seed gives the policy's own schedule.
+               (``draws``), so a seed gives the policy's own schedule;
+``default``    the paper's Section 10 default (:class:`policies.default_policy.DefaultPolicy`): the ``window``
+               newest positions (the recency floor) and the first ``sinks`` are kept; the others form a pool of
+               decayed observed attention (stored lazily scaled as :class:`policies.decay.LazyDecay` stores it);
+               the victim is drawn uniformly among the pool's positions of score exactly 0 (in the policy's pool
+               order), else among the positive ones of exactly the least score (ascending), else the oldest of the
+               floor, else the newest sink.  Each draw is the policy's own ``rng.integers(m)`` on the head's
+               generator, made inside the kernel (numba draws from a numpy ``Generator`` as numpy does), so one
+               head runs per call (:func:`default_head_schedule`).
 
 The observation is one function for both paths: :func:`observed_row` runs inside the layer kernel and, per step,
 behind :data:`observed_row_kernel` for the policy objects of the Python path, so the two see bit-identical weights
@@ -66,17 +74,18 @@ import numpy as np
 
 from .kernels import Kernel, _inlined, behaviour_of, unaltered_entry
 
-RULES = ("fifo", "streaming", "tova", "h2o", "lru", "scissorhands", "gda", "random")
-_FIFO, _STREAMING, _TOVA, _H2O, _LRU, _SCISSORHANDS, _GDA, _RANDOM = range(len(RULES))
+RULES = ("fifo", "streaming", "tova", "h2o", "lru", "scissorhands", "gda", "random", "default")
+_FIFO, _STREAMING, _TOVA, _H2O, _LRU, _SCISSORHANDS, _GDA, _RANDOM = range(len(RULES) - 1)
 _DECAY_LIMIT = 2.0 ** 256   # policies.decay.LazyDecay.LIMIT: the stored values are rescaled past it
 
 
 @dataclass(frozen=True)
 class ClosedLoopRule:
     """A compiled rule: ``kind`` (one of :data:`RULES`), its ``window`` (StreamingLLM's sinks and GD-A's pinned
-    positions, H2O's and Scissorhands' recent part; 0 for the others), both as at the capacity the policy runs
-    with, the ``threshold`` of LRU's use, Scissorhands' importance and GD-A's refresh (0 for the others),
-    Scissorhands' ``history`` and GD-A's ``gamma`` and unpinned ``weight`` (0, 1 and 1 for the others)."""
+    positions, H2O's and Scissorhands' recent part, the default's recency floor; 0 for the others), both as at the
+    capacity the policy runs with, the ``threshold`` of LRU's use, Scissorhands' importance and GD-A's refresh (0
+    for the others), Scissorhands' ``history``, the ``gamma`` of GD-A and the default, GD-A's unpinned ``weight``
+    and the default's ``sinks`` (0, 1, 1 and 0 for the others)."""
 
     kind: str
     window: int = 0
@@ -84,6 +93,7 @@ class ClosedLoopRule:
     history: int = 0
     gamma: float = 1.0
     weight: float = 1.0
+    sinks: int = 0
 
     def __post_init__(self) -> None:
         if self.kind not in RULES:
@@ -94,7 +104,7 @@ class ClosedLoopRule:
         a weight can fall below its threshold: a positive threshold, or top-``m`` rows that leave positions out)."""
         if self.kind == "lru":
             return self.threshold > 0.0 or top is not None
-        return self.kind in ("tova", "h2o", "scissorhands", "gda")
+        return self.kind in ("tova", "h2o", "scissorhands", "gda", "default")
 
 
 @_inlined
@@ -278,22 +288,153 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
     return drops
 
 
+_GONE, _FLOOR, _SINK, _ZERO, _HEAP = range(5)   # where a position of the default's cache is
+
+
+@_inlined
+def _zero_remove(zero, zero_at, nz, i):
+    """Remove ``i`` from the default's zero pool ``zero[:nz]`` as the policy does (the last member fills its slot);
+    returns the new size."""
+    p = zero_at[i]
+    nz -= 1
+    if zero[nz] != i:
+        zero[p] = zero[nz]
+        zero_at[zero[nz]] = p
+    return nz
+
+
+@Kernel
+def default_head_schedule(scores, h0, rep, capacity, top, recent, n_sinks, gamma, rng, drops):
+    """Fill ``drops`` ``(T,)`` with the Section 10 default's schedule for the KV head served by the query heads
+    ``h0 .. h0+rep-1`` of ``scores`` (module docstring, rule ``default``), drawing ties from ``rng``.  ``where``
+    says which of the policy's structures holds each position; ``stamp`` is a pool member's insertion order (the
+    order of the policy's heap dictionary, in which underflowed scores return to the zero pool)."""
+    T = drops.shape[0]
+    resident = np.empty(capacity + 1, np.int64)
+    weights = np.empty(capacity + 1, np.float64)
+    listed = np.empty(capacity + 1, np.int64)
+    exps = np.empty(capacity + 1, np.float64)
+    ties = np.empty(capacity + 1, np.int64)
+    score = np.zeros(T, np.float64)
+    where = np.zeros(T, np.int64)
+    stamp = np.zeros(T, np.int64)
+    zero = np.empty(T, np.int64)
+    zero_at = np.zeros(T, np.int64)
+    floor = np.empty(T, np.int64)
+    sinks = np.empty(T, np.int64)
+    nz = f0 = f1 = ns = n = base = added = 0
+    for t in range(T):
+        drops[t] = T
+        score[t] = 0.0
+        resident[n] = t
+        n += 1
+        if t < n_sinks:
+            sinks[ns] = t
+            ns += 1
+            where[t] = _SINK
+        else:
+            floor[f1] = t
+            f1 += 1
+            where[t] = _FLOOR
+            while f0 < f1 and floor[f0] <= t - recent:  # leaves the floor for the pool
+                i = floor[f0]
+                f0 += 1
+                if score[i] > 0.0:
+                    where[i] = _HEAP
+                    stamp[i] = added
+                    added += 1
+                else:
+                    where[i] = _ZERO
+                    zero_at[i] = nz
+                    zero[nz] = i
+                    nz += 1
+        if n > capacity:
+            m = nz
+            if nz == 0:
+                for j in range(n):  # the pool's least positive score, its holders ascending
+                    i = resident[j]
+                    if where[i] == _HEAP:
+                        if m > 0 and score[i] < score[ties[0]]:
+                            m = 0
+                        if m == 0 or score[i] == score[ties[0]]:
+                            ties[m] = i
+                            m += 1
+            if m > 0:  # the policy's pick_tie: no draw for one candidate
+                pick = 0 if m == 1 else rng.integers(0, m)
+                if nz > 0:
+                    v = zero[pick]
+                    nz = _zero_remove(zero, zero_at, nz, v)
+                else:
+                    v = ties[pick]
+            elif f0 < f1:
+                v = floor[f0]
+                f0 += 1
+            else:
+                ns -= 1
+                v = sinks[ns]
+            where[v] = _GONE
+            drops[v] = t
+            j = 0
+            while resident[j] != v:
+                j += 1
+            for x in range(j, n - 1):
+                resident[x] = resident[x + 1]
+            n -= 1
+        s = gamma ** float(base - t)
+        if s > _DECAY_LIMIT:  # LazyDecay.renormalize; scores that underflow to 0 go back to the zero pool
+            f = gamma ** float(t - base)
+            base = t
+            m = 0
+            for j in range(n):
+                i = resident[j]
+                score[i] = score[i] * f
+                if where[i] == _HEAP and score[i] == 0.0:
+                    ties[m] = i
+                    m += 1
+            order = np.argsort(stamp[ties[:m]], kind="mergesort")
+            for j in range(m):
+                i = ties[order[j]]
+                where[i] = _ZERO
+                zero_at[i] = nz
+                zero[nz] = i
+                nz += 1
+            s = 1.0
+        m = observed_row(scores, h0, rep, t, resident, n, top, weights, listed, exps)
+        for j in range(m):
+            x = listed[j]
+            i = resident[x]
+            score[i] = score[i] + weights[x] * s
+            if where[i] == _ZERO and score[i] > 0.0:
+                nz = _zero_remove(zero, zero_at, nz, i)
+                where[i] = _HEAP
+                stamp[i] = added
+                added += 1
+    return drops
+
+
 def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int | None, rule: ClosedLoopRule,
                       compiled: bool = True, rngs: list[np.random.Generator] | None = None) -> np.ndarray:
     """The drop vectors ``(kv_heads, T)`` of ``rule`` at ``capacity`` on a layer's ``scores`` ``(kv_heads * rep, T,
     T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  A rule that reads no
     rows (:meth:`ClosedLoopRule.reads_rows`) takes ``scores`` of shape ``(kv_heads * rep, T, 0)`` as well, so its
-    caller need not compute them.  ``rngs``: the random rule's generator per KV head (as the policy's ``rng``; each
-    advanced by one draw per eviction).  ``compiled=False`` runs the plain-Python form of the kernel."""
+    caller need not compute them.  ``rngs``: the generator per KV head of the random and default rules (as the
+    policy's ``rng``, advanced as the policy advances it).  ``compiled=False`` runs the plain-Python form of the kernel."""
     scores = np.ascontiguousarray(scores, dtype=np.float32)
     heads, T = scores.shape[0], scores.shape[1]
     if heads % kv_heads or scores.shape[2] not in ((T,) if rule.reads_rows(top) else (T, 0)) or capacity < 1:
         raise ValueError(f"scores {scores.shape} for {kv_heads} KV heads at capacity {capacity}")
     drops = np.empty((kv_heads, T), np.int64)
     draws = np.empty((kv_heads, 0), np.int64)
+    if rule.kind in ("random", "default") and (rngs is None or len(rngs) != kv_heads):
+        raise ValueError(f"closed-loop rule {rule.kind}: one generator per KV head ({kv_heads}) is needed")
+    if rule.kind == "default":
+        kernel = default_head_schedule if compiled else default_head_schedule.py_func
+        rep = heads // kv_heads
+        for g in range(kv_heads):
+            kernel(scores, g * rep, rep, int(capacity), 0 if top is None else int(top), int(rule.window),
+                   int(rule.sinks), float(rule.gamma), rngs[g], drops[g])
+        return drops
     if rule.kind == "random":
-        if rngs is None or len(rngs) != kv_heads:
-            raise ValueError(f"closed-loop rule random: one generator per KV head ({kv_heads}) is needed")
         # scalar calls, as the policy makes them (numpy does not promise that one array call draws the same values)
         draws = np.array([[int(r.integers(capacity + 1)) for _ in range(max(T - capacity, 0))] for r in rngs],
                          np.int64).reshape(kv_heads, max(T - capacity, 0))

@@ -13,9 +13,9 @@ registers no policy and is imported by ``policies/__init__.py`` after every poli
   sinks, TOVA, H2O with its recent part, each as at the capacity it runs with, ACC (H2O's rule with a recent part
   of one token, or none without ``protect_arrival``), LRU with its ``threshold`` and Scissorhands dropping one
   position per step (``drop_amount = 1``; its default importance share ``1 / |R_s|`` is the threshold ``-1``),
-  GD-A with the attention tie-break and unit (``auto`` in NM) or zero weights, and Random (its draws taken from
-  the head's generator as the policy takes them).  The Section 10 ``Default`` is
-  not paired: its random tie-break draws from the policy's generator in an order set by its internal lists.
+  GD-A with the attention tie-break and unit (``auto`` in NM) or zero weights, Random (its draws taken from
+  the head's generator as the policy takes them) and the Section 10 ``Default`` (its ties drawn inside the
+  kernel, in the order of the policy's own lists).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from kvcore.closed_loop import ClosedLoopRule, register_rule
 from kvcore.kernels import register_policy
 
 from .acc import ACC
+from .default_policy import DefaultPolicy
 from .ema_block import EMABlock
 from .fifo import FIFO
 from .gda import GDA
@@ -51,6 +52,8 @@ register_rule(GDA, lambda policy, k: None if policy.tiebreak != "attention" or p
     "auto", "unit", "zero") else ClosedLoopRule("gda", min(policy.n_pinned, k), policy.threshold, gamma=policy.gamma,
                                                 weight=0.0 if policy.weight == "zero" else 1.0))
 register_rule(Random, lambda policy, k: ClosedLoopRule("random"))
+register_rule(DefaultPolicy, lambda policy, k: ClosedLoopRule("default", policy.recent, gamma=policy.gamma,
+                                                              sinks=policy.n_sinks))
 register_rule(Scissorhands, lambda policy, k: None if policy.drop_amount != 1 else ClosedLoopRule(
     "scissorhands", min(policy.recent, k), -1.0 if policy.threshold is None else policy.threshold, policy.history))
 

@@ -4,7 +4,7 @@ Reference = :func:`realtrace.quality.replay.run_head`: the registered policy obj
 :class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
 :class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
 rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC, LRU,
-Scissorhands, GD-A and Random (same seeds) with drawn parameters, at capacities from 1 to past ``T``, on complete
+Scissorhands, GD-A, Random and the Section 10 Default (same seeds) with drawn parameters, at capacities from 1 to past ``T``, on complete
 rows and on top-``m`` rows; the kernel's plain-Python form (``py_func``, what runs without numba) too.  The shared
 observation is checked against numpy's softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
 No model and no torch needed.
@@ -29,7 +29,13 @@ from realtrace.quality.replay import ClosedLoop
 def policy_specs(draw):
     """``(registered name, parameters)`` of a policy with a compiled rule, parameters drawn over their range."""
     name = draw(st.sampled_from(["TOVA", "H2O", "H2O", "StreamingLLM", "FIFO", "ACC", "LRU", "LRU", "Scissorhands",
-                                 "Scissorhands", "GD-A", "GD-A", "Random"]))
+                                 "Scissorhands", "GD-A", "GD-A", "Random", "Default", "Default"]))
+    if name == "Default":
+        # a half-life of 0.05 steps passes the lazy decay's rescaling point after 13 steps and soon underflows
+        # the scores it rescales (back to the zero pool)
+        return name, {"recent": draw(st.integers(1, 6)), "n_sinks": draw(st.integers(0, 4)),
+                      "half_life": draw(st.sampled_from([None, 0.05, 0.5, 3.0]))} | (
+            {"recent": 0, "half_life": 1.0} if draw(st.booleans()) and draw(st.booleans()) else {})
     if name == "GD-A":
         # gamma 0.01 and 0.001 pass the lazy decay's rescaling point (scale 2^256) after ~39 and ~26 steps
         return name, {"threshold": draw(st.sampled_from([0.0, 0.01, 0.2, math.inf])),
@@ -133,13 +139,13 @@ def test_the_dispatch_falls_back_for_everything_not_exactly_a_paired_policy():
     assert rule_for(policies.make("Random"), k) == ClosedLoopRule("random")
     shadowed = policies.make("TOVA")
     shadowed.victim = lambda t, protected: min(shadowed.resident)
-    factories = {"a subclass": OldestFirstTOVA, "an unregistered policy": policies.resolve("Default"),
+    factories = {"a subclass": OldestFirstTOVA, "a policy with no rule": policies.resolve("DecayedACC"),
                  "a module:Class policy": policies.resolve("tests.test_closed_loop_kernel:OldestFirstTOVA"),
                  "a shadowed method": lambda: shadowed, "a wrapper": policies.resolve("SinkPinned")}
     for what, factory in factories.items():
         assert rule_for(factory(), k) is None, what
     tova = ClosedLoop(policies.resolve("TOVA"), k).layer_drops(0, kv_heads, scores)
-    for what, factory in [("a subclass", OldestFirstTOVA), ("Default", policies.resolve("Default", {"recent": 2}))]:
+    for what, factory in [("a subclass", OldestFirstTOVA), ("DecayedACC", policies.resolve("DecayedACC"))]:
         plan = ClosedLoop(factory, k)
         got = plan.layer_drops(0, kv_heads, scores)
         assert plan.compiled_layers == 0, what
@@ -160,7 +166,7 @@ def test_which_rules_read_rows():
     # the plan decides for the pass; a policy without a compiled rule, or the Python path, always needs rows
     assert not ClosedLoop(policies.resolve("StreamingLLM"), 8).reads_rows()
     assert ClosedLoop(policies.resolve("StreamingLLM"), 8, compiled=False).reads_rows()
-    assert ClosedLoop(policies.resolve("Default"), 8).reads_rows()
+    assert ClosedLoop(policies.resolve("DecayedACC"), 8).reads_rows()
     # a factory whose later instances differ from the first is caught rather than run on missing rows
     made = iter([policies.make("FIFO"), policies.make("TOVA"), policies.make("FIFO")])
     mixed = ClosedLoop(lambda: next(made), 4)
@@ -223,3 +229,49 @@ def test_gda_never_drops_a_pinned_position_even_without_refreshes():
     assert fast.compiled_layers == 1
     assert np.array_equal(got, ClosedLoop(gda, 5, compiled=False).layer_drops(0, 2, scores))
     assert (got[:, :2] == 50).all() and (got[:, 2:45] < 50).all()
+
+
+def test_default_scores_that_underflow_return_to_the_zero_pool():
+    """The Section 10 default with half-life 0.05 steps (gamma = 2^-20) on top-1 rows that list only the newest
+    position: each position is scored once, leaves the floor with that score, and decays until a rescaling of the
+    lazy decay turns it into exactly 0 -- the policy then moves it back to its zero pool, whose members are drawn at
+    random first.  The compiled rule must follow it there, draw for draw."""
+    T, heads, k = 300, 2, 80    # positions live ~80 steps; their scores underflow after ~54 (from step 65 on)
+    scores = np.broadcast_to(np.arange(T, dtype=np.float32) * 5.0, (heads * 3, T, T)).copy()
+    default = policies.resolve("Default", {"recent": 2, "n_sinks": 1, "half_life": 0.05})
+    fast = ClosedLoop(default, k, seed=4, top=1)
+    got = fast.layer_drops(0, heads, scores)
+    assert fast.compiled_layers == 1
+    assert np.array_equal(got, ClosedLoop(default, k, seed=4, top=1, compiled=False).layer_drops(0, heads, scores))
+
+
+def test_default_draws_among_equal_positive_scores():
+    """Exactly equal positive scores, where the policy draws among all of them (ascending positions): positions
+    ``p`` and ``p + 1`` share one column from ``p + 1``'s arrival on, below the others, and ``p``'s weight before
+    is exactly 0, so the two carry bit-identical decayed scores (at K = 6 the pool's least score is such a pair at
+    least once; ``test_default_pair_ties_happen`` below checks that the engine path draws there)."""
+    got, want = _default_on_pairs(compiled=True), _default_on_pairs(compiled=False)
+    assert np.array_equal(got, want)
+
+
+def _default_on_pairs(compiled, seeds=range(8)):
+    T = 40
+    s = np.zeros((T, T), np.float32)
+    for p in range(0, T - 1, 2):
+        s[p + 1:, p] = s[p + 1:, p + 1] = -2.0
+        s[:p + 1, p] = -1000.0
+    scores = np.broadcast_to(s, (3, T, T)).copy()
+    default = policies.resolve("Default", {"recent": 3, "n_sinks": 0})
+    return np.stack([ClosedLoop(default, 6, seed=seed, compiled=compiled).layer_drops(0, 1, scores)
+                     for seed in seeds])
+
+
+def test_default_pair_ties_happen(monkeypatch):
+    from policies.default_policy import DefaultPolicy
+
+    ties = []
+    draw = DefaultPolicy.pick_tie
+    monkeypatch.setattr(DefaultPolicy, "pick_tie", lambda self, t: ties.append(len(t) * (not self._zero)) or
+                        draw(self, t))
+    _default_on_pairs(compiled=False)
+    assert max(ties) >= 2

@@ -233,7 +233,7 @@ def closed_loop_pass(lm, ids, factory, k, seed=3, top=None):
 
 
 @pytest.mark.parametrize("name, top", [("TOVA", 8), ("H2O", 8), ("ACC", 8), ("LRU", 8), ("LRU", None),
-                                       ("Scissorhands", None), ("GD-A", None), ("Random", None)])
+                                       ("Scissorhands", None), ("GD-A", None), ("Random", None), ("Default", None)])
 def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, short_ids, name, top):
     import policies
     from realtrace.quality.schedule import drop_from_evictions
@@ -241,7 +241,8 @@ def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, shor
     L, H = shape(lm)
     T, k = len(short_ids), 16
     rep = lm.model.config.num_attention_heads // H
-    factory = policies.resolve(name)
+    # the Section 10 default as its replays run it (floor K/4, 4 sinks), so that its pool and its draws are used
+    factory = policies.resolve(name, {"recent": k // 4} if name == "Default" else {})
     inside = PolicyInside(factory, k, seed=3, top=top)
     want = DropDecoder(lm.torch, H, rep, inside.decide, inside.observe).run(lm, short_ids)
     plan, got = closed_loop_pass(lm, short_ids, factory, k, top=top)
