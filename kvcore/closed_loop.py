@@ -418,7 +418,8 @@ def closed_loop_drops(scores: np.ndarray, kv_heads: int, capacity: int, top: int
     T)`` (float32), observing complete rows (``top=None``) or their ``top`` largest entries.  A rule that reads no
     rows (:meth:`ClosedLoopRule.reads_rows`) takes ``scores`` of shape ``(kv_heads * rep, T, 0)`` as well, so its
     caller need not compute them.  ``rngs``: the generator per KV head of the random and default rules (as the
-    policy's ``rng``, advanced as the policy advances it).  ``compiled=False`` runs the plain-Python form of the kernel."""
+    policy's ``rng``, advanced as the policy advances it).  ``compiled=False`` runs the plain-Python form of the
+    kernel."""
     scores = np.ascontiguousarray(scores, dtype=np.float32)
     heads, T = scores.shape[0], scores.shape[1]
     if heads % kv_heads or scores.shape[2] not in ((T,) if rule.reads_rows(top) else (T, 0)) or capacity < 1:

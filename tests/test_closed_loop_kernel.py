@@ -4,9 +4,11 @@ Reference = :func:`realtrace.quality.replay.run_head`: the registered policy obj
 :class:`kvcore.engine.NMSimulator` (contract checked every step), observing rows through
 :class:`~realtrace.quality.replay.ModelObserved`.  On random score tensors -- continuous, or small integers so that
 rows hold exact ties -- every KV head's drop vector must be identical, for FIFO, StreamingLLM, TOVA, H2O, ACC, LRU,
-Scissorhands, GD-A, Random and the Section 10 Default (same seeds) with drawn parameters, at capacities from 1 to past ``T``, on complete
-rows and on top-``m`` rows; the kernel's plain-Python form (``py_func``, what runs without numba) too.  The shared
-observation is checked against numpy's softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
+Scissorhands, GD-A, Random and the Section 10 Default (same seeds) with drawn parameters, at capacities from 1 to
+past ``T``, on complete rows and on top-``m`` rows; the kernel's plain-Python form (``py_func``, what runs without
+numba) too.  Cases the random draws rarely reach have their own tests (LRU at its threshold, GD-A's pinned
+positions, the default's underflow and equal positive scores).  The shared observation is checked against numpy's
+softmax and a sorted top-``m`` reference; the dispatch falls back for anything that is not exactly a paired class.
 No model and no torch needed.
 """
 
