@@ -153,6 +153,14 @@ def observed_row_kernel(scores, t, items, top):
 
 
 @_inlined
+def row_scratch(capacity):
+    """A kernel's resident positions and :func:`observed_row`'s arrays, for up to ``capacity + 1`` positions:
+    ``(resident, weights, listed, exps)``."""
+    return (np.empty(capacity + 1, np.int64), np.empty(capacity + 1, np.float64), np.empty(capacity + 1, np.int64),
+            np.empty(capacity + 1, np.float64))
+
+
+@_inlined
 def victim_index(rule, window, history, resident, n, score, level, t):
     """The index in ``resident[:n]`` (ascending positions, ``t`` last) of the position the rule drops at step ``t``."""
     if rule == _FIFO:
@@ -197,10 +205,7 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
     the random rule's pool indices, one per eviction (``(G, 0)`` for the others)."""
     G = drops.shape[0]
     T = drops.shape[1]
-    resident = np.empty(capacity + 1, np.int64)
-    weights = np.empty(capacity + 1, np.float64)
-    listed = np.empty(capacity + 1, np.int64)
-    exps = np.empty(capacity + 1, np.float64)
+    resident, weights, listed, exps = row_scratch(capacity)
     score = np.zeros(T, np.float64)
     level = np.zeros(T, np.float64)
     ring_rows = max(1, min(history, T)) if rule == _SCISSORHANDS else 1
@@ -310,10 +315,7 @@ def default_head_schedule(scores, h0, rep, capacity, top, recent, n_sinks, gamma
     says which of the policy's structures holds each position; ``stamp`` is a pool member's insertion order (the
     order of the policy's heap dictionary, in which underflowed scores return to the zero pool)."""
     T = drops.shape[0]
-    resident = np.empty(capacity + 1, np.int64)
-    weights = np.empty(capacity + 1, np.float64)
-    listed = np.empty(capacity + 1, np.int64)
-    exps = np.empty(capacity + 1, np.float64)
+    resident, weights, listed, exps = row_scratch(capacity)
     ties = np.empty(capacity + 1, np.int64)
     score = np.zeros(T, np.float64)
     where = np.zeros(T, np.int64)
