@@ -136,11 +136,11 @@ class ClosedLoop:
 
     When every instance is exactly a policy with a compiled rule (:func:`kvcore.closed_loop.rule_for`: FIFO,
     StreamingLLM, TOVA, H2O, ACC, LRU, any parameters; Scissorhands dropping one position per step; GD-A with the
-    attention tie-break and unit or zero weights; Random, drawing from each head's generator as its instance would)
-    all KV heads of a layer run in one compiled call, with the
-    schedules of the Python path (:func:`run_head`; property-tested equal); any other policy, a subclass or a
-    ``module:Class`` runs through :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers
-    the compiled path ran."""
+    attention tie-break and unit or zero weights; Random and the Section 10 Default, drawing from each head's
+    generator as its instance would) all KV heads of a layer run compiled, with the schedules of the Python path
+    (:func:`run_head`; property-tested equal); any other policy, a subclass or a ``module:Class`` runs through
+    :func:`run_head`.  ``compiled=False`` forces the Python path.  ``compiled_layers`` counts the layers the
+    compiled path ran."""
 
     factory: Callable[[], Any]
     capacity: int
@@ -152,8 +152,8 @@ class ClosedLoop:
 
     def reads_rows(self) -> bool:
         """Whether the pass must compute the layer's scaled products for this plan: not when every instance runs a
-        compiled rule that reads no rows (FIFO, StreamingLLM, LRU at threshold 0 on complete rows), which saves a
-        ``(query heads, T, T)`` product per layer."""
+        compiled rule that reads no rows (FIFO, StreamingLLM, Random, LRU at threshold 0 on complete rows), which
+        saves a ``(query heads, T, T)`` product per layer."""
         rule = rule_for(self.factory(), self.capacity) if self.compiled else None
         return rule is None or rule.reads_rows(self.top)
 
