@@ -161,6 +161,20 @@ def row_scratch(capacity):
 
 
 @_inlined
+def decay_scale(gamma, base, t, resident, n, score):
+    """:class:`policies.decay.LazyDecay`'s ``scale(t)`` for a kernel, with the same float powers (the exponent given
+    as a float): when it passes the limit, the resident positions' stored values are rescaled first, as
+    ``renormalize(t)`` and the policies do.  Returns ``(scale, base)``."""
+    s = 1.0 if gamma == 1.0 else gamma ** float(base - t)
+    if s <= _DECAY_LIMIT:
+        return s, base
+    f = gamma ** float(t - base)
+    for j in range(n):
+        score[resident[j]] = score[resident[j]] * f
+    return 1.0, t
+
+
+@_inlined
 def victim_index(rule, window, history, resident, n, score, level, t):
     """The index in ``resident[:n]`` (ascending positions, ``t`` last) of the position the rule drops at step ``t``."""
     if rule == _FIFO:
@@ -256,14 +270,7 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
                 for j in range(n):
                     score[resident[j]] = 0.0
             if rule == _GDA:
-                # LazyDecay.scale and renormalize, with the same float powers (an exponent given as a float)
-                s = 1.0 if gamma == 1.0 else gamma ** float(base - t)
-                if s > _DECAY_LIMIT:
-                    f = gamma ** float(t - base)
-                    base = t
-                    for j in range(n):
-                        score[resident[j]] = score[resident[j]] * f
-                    s = 1.0
+                s, base = decay_scale(gamma, base, t, resident, n, score)
             if rule == _SCISSORHANDS:
                 slot = t % ring_rows
                 if t >= history:  # row t - history leaves the window
@@ -294,6 +301,14 @@ def layer_schedule(scores, rep, capacity, top, rule, window, threshold, history,
 
 
 _GONE, _FLOOR, _SINK, _ZERO, _HEAP = range(5)   # where a position of the default's cache is
+
+
+@_inlined
+def _zero_add(zero, zero_at, nz, i):
+    """Append ``i`` to the default's zero pool ``zero[:nz]``; returns the new size."""
+    zero_at[i] = nz
+    zero[nz] = i
+    return nz + 1
 
 
 @_inlined
@@ -347,9 +362,7 @@ def default_head_schedule(scores, h0, rep, capacity, top, recent, n_sinks, gamma
                     added += 1
                 else:
                     where[i] = _ZERO
-                    zero_at[i] = nz
-                    zero[nz] = i
-                    nz += 1
+                    nz = _zero_add(zero, zero_at, nz, i)
         if n > capacity:
             m = nz
             if nz == 0:
@@ -382,14 +395,12 @@ def default_head_schedule(scores, h0, rep, capacity, top, recent, n_sinks, gamma
             for x in range(j, n - 1):
                 resident[x] = resident[x + 1]
             n -= 1
-        s = gamma ** float(base - t)
-        if s > _DECAY_LIMIT:  # LazyDecay.renormalize; scores that underflow to 0 go back to the zero pool
-            f = gamma ** float(t - base)
-            base = t
+        s, rescaled = decay_scale(gamma, base, t, resident, n, score)
+        if rescaled != base:  # scores that underflowed to 0 go back to the zero pool, in the heap's insertion order
+            base = rescaled
             m = 0
             for j in range(n):
                 i = resident[j]
-                score[i] = score[i] * f
                 if where[i] == _HEAP and score[i] == 0.0:
                     ties[m] = i
                     m += 1
@@ -397,10 +408,7 @@ def default_head_schedule(scores, h0, rep, capacity, top, recent, n_sinks, gamma
             for j in range(m):
                 i = ties[order[j]]
                 where[i] = _ZERO
-                zero_at[i] = nz
-                zero[nz] = i
-                nz += 1
-            s = 1.0
+                nz = _zero_add(zero, zero_at, nz, i)
         m = observed_row(scores, h0, rep, t, resident, n, top, weights, listed, exps)
         for j in range(m):
             x = listed[j]

@@ -164,16 +164,16 @@ class ClosedLoop:
         rep = scores.shape[0] // heads
         instances = [self.factory() for _ in range(heads)]
         rules = {rule_for(p, self.capacity) for p in instances} if self.compiled else {None}
+        rngs = [np.random.default_rng([self.seed, layer, g]) for g in range(heads)]
         if None not in rules and len(rules) == 1:
-            rngs = [np.random.default_rng([self.seed, layer, g]) for g in range(heads)]  # as run_head's
             out = closed_loop_drops(scores, heads, self.capacity, self.top, rules.pop(), rngs=rngs)
             self.compiled_layers += 1
         elif scores.shape[2] == 0:
             raise RuntimeError(f"closed loop, layer {layer}: the factory's instances differ from the first one "
                                f"(which reads no rows), so no scores were computed for them")
         else:
-            out = np.stack([run_head(p, self.capacity, np.random.default_rng([self.seed, layer, g]),
-                                     scores[g * rep:(g + 1) * rep], self.top) for g, p in enumerate(instances)])
+            out = np.stack([run_head(p, self.capacity, rngs[g], scores[g * rep:(g + 1) * rep], self.top)
+                            for g, p in enumerate(instances)])
         self.drops[layer] = out
         return out
 
