@@ -182,6 +182,15 @@ class TaskPool:
             self.cluster.close()
         self.client = self.cluster = None
 
+    def slots(self) -> int:
+        """How many tasks run at once: 1 serially, else the cluster's worker threads (a local cluster's workers;
+        an entered pool asks the scheduler)."""
+        if self.serial:
+            return 1
+        if self.client is not None:
+            return max(1, sum(self.client.nthreads().values()))
+        return self.workers or 1
+
     def worker_pids(self) -> dict[str, int]:
         """Worker address -> process id (empty when serial); a test kills one to check recovery."""
         if self.client is None:

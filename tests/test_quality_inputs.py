@@ -118,3 +118,20 @@ def test_prompts_file_errors_on_the_command_line(tmp_path):
     assert is_one_line_error(code, err, "cannot read it"), (code, err)
     code, out, err = run_without_real("--list-prompts")
     assert code == 0 and "haystack-L-dD" in out and "shift-G-dD" in out and "needle-400-d10" in out, err
+
+
+def test_budget_groups_split_only_what_would_keep_a_worker_busy_alone():
+    """:func:`realtrace.quality.groups.budget_groups` on nine lengths like the default prompts' (7,712 tokens) at 4
+    budgets: on 2 workers only the 1,996-token prompt (46 % of the ``T^2`` cost) is split, in two, each group under
+    a quarter of the whole; serially nothing is; a prompt never gets more groups than budgets."""
+    from realtrace.quality.groups import budget_groups, task_groups
+
+    lengths = [389, 393, 589, 986, 1188, 1996, 706, 710, 755]
+    groups = budget_groups(lengths, 4, 2)
+    assert groups == [1, 1, 1, 1, 1, 2, 1, 1, 1]
+    total = sum(T * T for T in lengths)
+    assert all(T * T / n <= total / 4 for T, n in zip(lengths, groups))
+    assert budget_groups(lengths, 4, 1) == [1] * 9
+    assert budget_groups([2000], 3, 8) == [3] and budget_groups([2000, 100], 1, 2) == [1, 1]
+    first = task_groups(lengths, (32, 64, 128, 256), 2)[:3]  # the costliest first: the long prompt's two halves
+    assert first == [(5, (32, 128)), (5, (64, 256)), (4, (32, 64, 128, 256))]

@@ -460,6 +460,41 @@ def test_a_warm_cache_run_equals_a_cold_one(lm, tmp_path):
     assert {r["config"] for r in cold["runs"]} == {*names, "full cache"}
 
 
+def test_a_prompt_split_by_budget_gives_the_result_of_one_task(lm, tmp_path, monkeypatch):
+    """Issue 30: a prompt whose work is split into budget groups for several workers
+    (:func:`realtrace.quality.groups.budget_groups`; here forced by pretending to 4 workers, the tasks run serially in
+    this process) gives exactly the result of one task per prompt: every run in the same order, every metric and
+    schedule equal.  The split itself is checked to have happened (the control)."""
+    import json
+
+    import realtrace.quality.groups as groups_mod
+    from kvcore.tasks import TaskPool
+    from realtrace.quality.run import evaluate
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "long", "text": SECRET + " apple. " + SECRET, "answer": " apple"}) + "\n"
+                    + json.dumps({"name": "short", "text": SECRET, "answer": " apple"}) + "\n")
+    names = ["H2O", "Random", "OPT"] + (["press:Knorm"] if importlib.util.find_spec("kvpress") else [])
+
+    def study():
+        return evaluate(names, [4, 6, 8], None, workers=0, progress=False, prompts_file=str(path), steps=True,
+                        no_cache=True)
+
+    one = study()
+    split = []
+    monkeypatch.setattr(TaskPool, "slots", lambda self: 4)
+    groups = groups_mod.budget_groups
+    monkeypatch.setattr(groups_mod, "budget_groups", lambda *a: split.append(groups(*a)) or split[-1])
+    many = study()
+    assert split and max(split[0]) > 1, split
+    assert without_cache_status(many) == without_cache_status(one)
+    for a, b in zip(one["runs"], many["runs"]):
+        for prompt, arrays in a.get("steps", {}).items():
+            for q, arr in arrays.items():
+                assert np.array_equal(arr, b["steps"][prompt][q]), (a["config"], prompt, q)
+    assert [p["cache"]["reference"] for p in many["prompts"]] == ["off", "off"]
+
+
 @pytest.mark.slow
 def test_the_command_line_fills_the_cache_that_a_later_run_reads(lm, tmp_path):
     """``quality StreamingLLM --budget 6 --no-opt --cache-dir DIR --json`` as a user types it: no optimum in the

@@ -15,7 +15,8 @@ from policies import make
 from realtrace.quality.exact import charge, charge_many, resident_sums
 from realtrace.quality.schedule import (ScheduleError, check_capacity, check_drop, check_schedule, drop_from_evictions,
                                         drop_from_keep, drop_from_resident, evictions_from_drop, first_drop,
-                                        lazy_drop, resident_counts, resident_mask, resident_sets)
+                                        lazy_drop, resident_bias, resident_counts, resident_mask,
+                                        resident_sets)
 
 # a hand-worked schedule over T = 5: position 0 dropped at step 2, position 2 at step 3, position 4 on arrival
 EVICTIONS = [(2, 0), (3, 2), (4, 4)]
@@ -198,6 +199,24 @@ def test_charge_many_equals_charging_each_schedule(data, T, n_runs, kind):
     assert np.all(np.abs(got - expected) <= 8 * T * np.finfo(float).eps * scale)
     for r, d in enumerate(drops):
         assert not got[r, :d.min()].any()
+
+
+@given(st.data(), st.integers(1, 30))
+def test_resident_bias_is_the_resident_mask_as_an_additive_bias(data, T):
+    """The replay's additive mask (compiled and plain) is 0 exactly where :func:`resident_mask` keeps an entry and
+    ``-inf`` elsewhere, on every row from any first one; its empty-row flags are the mask's rows with nothing kept
+    (drops at arrival included, so some rows are empty)."""
+    rng = np.random.default_rng(data.draw(st.integers(0, 2**32 - 1)))
+    drop = random_drop(rng, T)
+    gone = rng.random(T) < 0.3
+    drop[gone] = np.arange(T)[gone]  # dropped on arrival: never resident
+    first = data.draw(st.integers(0, T - 1))
+    keep = resident_mask(drop, range(first, T))
+    for kernel in (resident_bias, resident_bias.py_func):
+        out = np.full((T - first, T), np.nan, dtype=np.float32)
+        empty = kernel(drop, first, out)
+        assert np.array_equal(out == 0.0, keep) and np.array_equal(np.isneginf(out), ~keep)
+        assert np.array_equal(empty, ~keep.any(axis=1))
 
 
 def test_charge_many_sees_a_schedule_that_keeps_a_position_one_step_too_long():

@@ -70,6 +70,7 @@ def test_workers_one_is_serial_and_quiet_without_progress(capsys):
 def test_without_dask_the_default_runs_serially_and_a_cluster_request_is_one_line(monkeypatch):
     monkeypatch.setattr(tasks_mod, "dask_available", lambda: False)
     assert TaskPool().serial and "dask not installed" in TaskPool().describe()
+    assert TaskPool().slots() == 1
     assert map_tasks(seeded_draw, make_tasks(3), progress=False) == expected(3)
     for kwargs, what in (({"workers": 2}, "2 workers"), ({"scheduler": "tcp://127.0.0.1:8786"}, "scheduler")):
         with pytest.raises(ParameterError, match=rf"{what}.*dask.distributed is not installed \(pip install"):
@@ -114,6 +115,8 @@ def test_in_process_cluster_returns_the_serial_list_in_task_order():
                     on_result=lambda i, r: done.append(i))
     assert out == expected(8)
     assert sorted(done) == list(range(8))
+    with TaskPool(workers=2, processes=False) as pool:
+        assert pool.slots() == 2
 
 
 @needs_dask
@@ -129,6 +132,7 @@ def test_an_existing_cluster_is_used_through_its_address():
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False, dashboard_address=None) as cluster:
         with TaskPool(scheduler=cluster.scheduler_address) as pool:
             assert pool.describe() == f"cluster at {cluster.scheduler_address}"
+            assert pool.slots() == 2  # one worker with two threads, as the scheduler reports it
             assert pool.map(seeded_draw, make_tasks(4), progress=False) == expected(4)
 
 

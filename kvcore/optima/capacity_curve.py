@@ -26,13 +26,13 @@ incremental chain took 1.25 s against 1.96 s cold.  ``RegretCurve`` therefore so
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..errors import ParameterError
+from ..exact_sum import fsum_array
 from ..traces import AttentionTrace
 from .limbs import join
 from .mincost import FlowNetwork, exact_integers, solve_netsimplex
@@ -56,7 +56,7 @@ class Entries:
 
     @property
     def total(self) -> float:
-        return math.fsum(self.weight.tolist())
+        return fsum_array(self.weight)
 
 
 def entries_of(traces: Sequence[AttentionTrace]) -> Entries:
@@ -164,4 +164,4 @@ def item_drops(e: Entries, lost: np.ndarray) -> np.ndarray:
 def regret_curve(trace: AttentionTrace, capacities: Sequence[int]) -> np.ndarray:
     """``OPT(h)`` of the NM model (paper Eq. 4, stored entries) at each capacity, exact and certified."""
     e = entries_of([trace])
-    return np.array([math.fsum(e.weight[p.lost].tolist()) for p in optimum_curve(e, capacities)])
+    return np.array([fsum_array(e.weight[p.lost]) for p in optimum_curve(e, capacities)])

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from ..errors import ParameterError
+from ..exact_sum import fsum_array
 from ..traces import AttentionTrace
 from .allocation import exact_mass
 from .capacity_curve import entries_of, optimum_curve
@@ -57,8 +58,8 @@ def coupled_curve(traces: Sequence[AttentionTrace], budgets: Sequence[int], warm
 
 
 def _result(e, p, n_heads: int, residual: float) -> CoupledResult:
-    per_head = [math.fsum(e.weight[p.lost & (e.head == h)].tolist()) for h in range(n_heads)]
-    return CoupledResult(p.capacity, math.fsum(e.weight[p.lost].tolist()), exact_mass(e.exact[p.lost], e.unit),
+    per_head = [fsum_array(e.weight[p.lost & (e.head == h)]) for h in range(n_heads)]
+    return CoupledResult(p.capacity, fsum_array(e.weight[p.lost]), exact_mass(e.exact[p.lost], e.unit),
                          per_head, p.solver, p.gap_bound, residual)
 
 

@@ -31,13 +31,13 @@ arrival if none is retained (``evictions`` lists ``(step, token)`` for every dro
 
 from __future__ import annotations
 
-import math
 from fractions import Fraction
 
 import numpy as np
 
 from ..engine import check_capacity
 from ..errors import ParameterError
+from ..exact_sum import fsum_array
 from ..traces import AttentionTrace
 from .limbs import Limbs, join, segment_prefix, width_for
 from .mincost import DEFAULT_SOLVER, FlowNetwork, bit_length, check_solver, exact_integers, solve
@@ -151,5 +151,5 @@ def _entries_opt(T: int, tok: np.ndarray, step: np.ndarray, w: np.ndarray, h: in
         tokens_dropped = np.flatnonzero(drop < T)
         order = np.lexsort((tokens_dropped, drop[tokens_dropped]))
         evictions = list(zip(drop[tokens_dropped][order].tolist(), tokens_dropped[order].tolist()))
-    return OptResult(math.fsum(w[lost].tolist()), int(np.count_nonzero(lost)), h, "nm", evictions, sol.solver,
+    return OptResult(fsum_array(w[lost]), int(np.count_nonzero(lost)), h, "nm", evictions, sol.solver,
                      sol.gap_bound, 0.0, certified=True)

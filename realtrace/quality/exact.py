@@ -25,10 +25,10 @@ difference bounds how far the schedule can be from optimal.
 
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
+from kvcore.exact_sum import fsum_array
 from kvcore.kernels import Kernel
 from kvcore.traces import AttentionTrace
 
@@ -129,7 +129,7 @@ def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival
         drop[tokens] = item_drops(entries, solved[capacity])
         drop = lazy_drop(drop, capacity)
-        out.append((drop, math.fsum(entries.weight[solved[capacity]].tolist()), float(charge(rows, drop).sum())))
+        out.append((drop, fsum_array(entries.weight[solved[capacity]]), float(charge(rows, drop).sum())))
     return out
 
 

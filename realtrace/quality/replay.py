@@ -59,7 +59,7 @@ import numpy as np
 from kvcore.closed_loop import closed_loop_drops, observed_row_kernel, rule_for
 from kvcore.engine import NMSimulator, policy_name, takes_model
 
-from .schedule import drop_from_evictions
+from .schedule import drop_from_evictions, resident_bias
 
 MASKED = "kvquality"
 TRACE = "kvquality_trace"
@@ -262,19 +262,28 @@ class MaskedPass:
         self.torch, self.plan, self.start, self.prefix, self.T = torch, plan, start, prefix, T
         self.keep_qkv = {} if keep_qkv else None
         self.record = LayerRecord(np.zeros((layers, heads, T), np.float32), np.zeros((layers, heads, T), np.float32))
-        self.full_bias = causal_bias(torch, start, T)
+        # The fused kernel skips the keys above the diagonal only under ``is_causal``, whose mask is aligned top-left:
+        # for that the queries must start at row 0 (the rows before ``start`` from the full-cache pass), ~T^2 / 2
+        # products; rows from ``start`` under an explicit causal mask cost (T - start) T.  The cheaper is taken (a
+        # prefill press's pass covers only the answer rows); the two compute the same numbers, bit for bit
+        # (measured: the online softmax adds exact zeros for masked keys either way).
+        self.first = 0 if 2 * start < T else start
+        self.causal = causal_bias(torch, start, T) if self.first else None
+        self.bias = None  # the additive resident mask of rows ``first ..``, one buffer rewritten per KV head
         self.flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
     def attend(self, layer: int, query, key, value, scaling):
-        torch, s = self.torch, self.start
+        torch, s, first = self.torch, self.start, self.first
         n_keys, heads = key.shape[2], key.shape[1]
         rep = query.shape[1] // heads
         if self.keep_qkv is not None:
             self.keep_qkv[layer] = (query, key, value)
+        reads = self.plan is not None and self.plan.reads_rows()
+        # the scores and the causal kernel take every query from row 0
+        q_all = torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2) if s and (reads or not first) else query
         drops = None
         if self.plan is not None:
-            if self.plan.reads_rows():
-                q_all = query if s == 0 else torch.cat([self.prefix[layer][0][:, :, :s], query], dim=2)
+            if reads:
                 # the closed loop's observations come from every query head's scaled products q k^T, all rows
                 # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
                 scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling)
@@ -282,23 +291,25 @@ class MaskedPass:
             else:
                 scores = np.empty((query.shape[1], n_keys, 0), np.float32)
             drops = self.plan.layer_drops(layer, heads, scores)
+        q_rows = q_all if first == 0 else query
         outs = []
         for g in range(heads):
-            qg = query[:, g * rep:(g + 1) * rep]
+            qg = q_rows[:, g * rep:(g + 1) * rep]
             kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
             vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
-            full, lse = self.flash(qg, kg, vg, 0.0, False, attn_mask=self.full_bias, scale=scaling)
+            full, lse = (x[:, :, s - first:] for x in self.flash(qg, kg, vg, 0.0, first == 0, attn_mask=self.causal,
+                                                                  scale=scaling))
             if drops is None or (drops[g] >= n_keys).all():
                 outs.append(full)
                 continue
-            d = torch.from_numpy(drops[g])
-            t = torch.arange(s, n_keys).unsqueeze(1)
-            gone = (torch.arange(n_keys).unsqueeze(0) > t) | (d.unsqueeze(0) <= t)
-            out, lse_r = self.flash(qg, kg, vg, 0.0, False, attn_mask=self.full_bias.masked_fill(gone, float("-inf")),
-                                    scale=scaling)
+            if self.bias is None:
+                self.bias = torch.empty(n_keys - first, n_keys)
+            empty = resident_bias(np.ascontiguousarray(drops[g], dtype=np.int64), first, self.bias.numpy())
+            out, lse_r = (x[:, :, s - first:] for x in self.flash(qg, kg, vg, 0.0, first == 0, attn_mask=self.bias,
+                                                                   scale=scaling))
             # an empty resident set (a trace the coupled or static optimum starves) attends to nothing: the kernel
             # returns output 0 and log-sum-exp 0 there, but every key is displaced (L_R = -inf, m = 1)
-            lse_r = lse_r.masked_fill(gone.all(dim=1), float("-inf"))
+            lse_r = lse_r.masked_fill(torch.from_numpy(empty[s - first:]), float("-inf"))
             diff = (out - full)[0].permute(1, 0, 2).reshape(n_keys - s, -1)
             ref = full[0].permute(1, 0, 2).reshape(n_keys - s, -1)
             self.record.error[layer, g, s:] = (diff.norm(dim=1) / ref.norm(dim=1)).numpy()

@@ -2,7 +2,8 @@
 :mod:`realtrace.model`) on retrieval prompts, every output metric beside the regret each schedule is charged on the
 complete attention rows of the full cache (issues 20, 27).
 
-What runs, per prompt (one task of :mod:`kvcore.tasks`; tasks run serially, on a local cluster or on ``--scheduler``):
+What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its budgets on several workers,
+:mod:`realtrace.quality.groups`; tasks run serially, on a local cluster or on ``--scheduler``):
 
 1. with presses, the eager prefill (:func:`realtrace.quality.replay.trace_pass`): every bridged prefill press's
    choice at every budget on the same prefill;
@@ -83,6 +84,7 @@ from kvcore.numbers import integer
 
 from . import prompts as qprompts
 from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
+from .groups import merged, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from .optima import OPT, VARIANTS, opt_schedules, variant_name
@@ -317,7 +319,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
              steps: bool) -> tuple[dict, np.ndarray, np.ndarray | None]:
     """One (config, budget): its schedule replayed and every output metric; returns ``(run, drops, gap)`` -- the
     charges on the full-cache rows are added for all runs of the prompt at once (:func:`_add_charges`)."""
-    from .replay import replay
+    from .replay import OpenLoop, replay
 
     drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, memo)
     T, n_prompt = ref.T, ref.prompt.n_prompt
@@ -326,7 +328,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
     top1, argmax = np.ones(T - 1, dtype=bool), ref.argmax.copy()
     error = displaced = np.zeros((ref.L, ref.H, T), np.float32)
     if start < T:
-        pass_, hidden = replay(lm, list(ref.prompt.ids), plan if plan is not None else _open(drops), ref.L, ref.H,
+        pass_, hidden = replay(lm, list(ref.prompt.ids), plan if plan is not None else OpenLoop(drops), ref.L, ref.H,
                                start, ref.qkv)
         if plan is not None:
             drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
@@ -361,12 +363,6 @@ def _add_charges(out: dict, charges: dict, gap: np.ndarray | None) -> None:
     out.update(charges)
     out["regret_sum"] = float(total.sum())
     out["opt_lower"] = None if gap is None else float(total.sum() - gap.sum())
-
-
-def _open(drops):
-    from .replay import OpenLoop
-
-    return OpenLoop(drops)
 
 
 def run_task(task: dict) -> dict:
@@ -421,7 +417,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     default one; ``no_cache``: none) where it holds it (:mod:`realtrace.quality.cache`).  With
     ``steps=True`` every run also carries ``steps`` arrays per prompt (numpy: per-row ``kl``, ``dnll``, ``top1``;
     per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``."""
-    from kvcore.tasks import map_tasks
+    from kvcore.tasks import TaskPool
 
     from ..model import load_tokenizer
     from ..press.eval import LAYER_GROUPS
@@ -475,15 +471,14 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0], {p.name: p.T for p in ids})
     say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
         f"({sum(p.T for p in ids)} tokens)")
-    tasks = [{"prompt": asdict(p), "budgets": budgets, "configs": [asdict(c) for c in cfgs], "seed": seed,
-              "top": top, "opt_top": opt_top, "threads": threads, "steps": steps,
-              "progress": progress and workers in (0, 1), "cache": None if store_dir is None else str(store_dir)}
-             for p in ids]
-    # longest prompts first: a cluster then finishes together (results come back in task order regardless)
-    order = sorted(range(len(tasks)), key=lambda i: -ids[i].T)
-    done = map_tasks(run_task, [tasks[i] for i in order], workers=workers, scheduler=scheduler, progress=progress,
-                     key="quality")
-    results = [done[order.index(i)] for i in range(len(tasks))]
+    with TaskPool(workers, scheduler) as pool:
+        plan = task_groups([p.T for p in ids], budgets, pool.slots())  # the costliest first: they finish together
+        common = {"configs": [asdict(c) for c in cfgs], "seed": seed, "top": top, "opt_top": opt_top,
+                  "threads": threads, "steps": steps, "progress": progress and pool.serial,
+                  "cache": store_dir and str(store_dir)}
+        done = pool.map(run_task, [{"prompt": asdict(ids[i]), "budgets": group, **common} for i, group in plan],
+                        progress=progress, key="quality")
+    results = [merged([r for (i, _), r in zip(plan, done) if i == n]) for n in range(len(ids))]
     agg = aggregate(results, LAYER_GROUPS)
     agg["runs"].append(full_cache_run(agg["prompts"], LAYER_GROUPS))
     if steps:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from kvcore.errors import KVToolkitError
+from kvcore.kernels import Kernel
 
 from ..press.schedule import HeadSchedule
 
@@ -120,6 +121,25 @@ def resident_mask(drop: np.ndarray, rows: range | None = None) -> np.ndarray:
     t = np.arange(T)[:, None] if rows is None else np.arange(rows.start, rows.stop)[:, None]
     i = np.arange(T)[None, :]
     return (i <= t) & (t < drop[None, :])
+
+
+def _resident_bias(drop, first, out):
+    """``out[t - first, i] = 0`` where :func:`resident_mask` keeps ``(t, i)``, ``-inf`` elsewhere, for the rows ``t``
+    from ``first`` on (the additive attention mask of a replay, written in one pass instead of by the boolean
+    temporaries of the mask); returns per row whether nothing is resident."""
+    T = drop.size
+    empty = np.ones(T - first, dtype=np.bool_)
+    for t in range(first, T):
+        for i in range(T):
+            if i <= t and t < drop[i]:
+                out[t - first, i] = 0.0
+                empty[t - first] = False
+            else:
+                out[t - first, i] = -np.inf
+    return empty
+
+
+resident_bias = Kernel(_resident_bias)
 
 
 def resident_sets(drop: np.ndarray) -> list[np.ndarray]:
@@ -284,5 +304,5 @@ def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Seque
 
 
 __all__ = ["ScheduleError", "check_capacity", "check_drop", "check_schedule", "coupled_lazy_drop", "drop_from_evictions", "drop_from_keep",
-           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "read_schedule_file", "check_schedule_file", "resident_counts",
-           "resident_mask", "resident_sets"]
+           "drop_from_resident", "evictions_from_drop", "first_drop", "full_cache", "lazy_drop", "read_schedule_file", "check_schedule_file", "resident_bias",
+           "resident_counts", "resident_mask", "resident_sets"]

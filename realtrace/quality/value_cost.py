@@ -22,9 +22,9 @@ costs its cost does not rise and the lazy schedule is an exact optimum).  Numpy 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
+
+from kvcore.exact_sum import fsum_array
 
 from .schedule import drop_from_evictions, lazy_drop
 
@@ -59,9 +59,10 @@ def lost(drop: np.ndarray, T: int) -> np.ndarray:
 
 
 def total_cost(costs: np.ndarray, drop: np.ndarray) -> float:
-    """The correctly rounded sum of ``costs`` over the entries ``drop`` loses (``math.fsum``: two schedules whose
-    exact costs compare one way compare the same way here, so the optimality tests need no tolerance)."""
-    return math.fsum(costs[lost(drop, costs.shape[0])].tolist())
+    """The correctly rounded sum of ``costs`` over the entries ``drop`` loses (:func:`kvcore.exact_sum.fsum_array`,
+    as ``math.fsum``: two schedules whose exact costs compare one way compare the same way here, so the optimality
+    tests need no tolerance)."""
+    return fsum_array(costs[lost(drop, costs.shape[0])])
 
 
 def top_entries(costs: np.ndarray, top: int | None) -> np.ndarray:
