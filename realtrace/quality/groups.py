@@ -6,6 +6,8 @@ an optimum is solved per budget), which a test checks by forcing a split."""
 
 from __future__ import annotations
 
+import math
+
 
 def budget_groups(lengths: list[int], n_budgets: int, slots: int) -> list[int]:
     """How many tasks each prompt's work is split into, its budgets dealt round-robin among them (group ``j`` takes
@@ -20,7 +22,7 @@ def budget_groups(lengths: list[int], n_budgets: int, slots: int) -> list[int]:
     if slots <= 1 or not cost:
         return [1] * len(lengths)
     share = sum(cost) / (2 * slots)
-    return [min(n_budgets, max(1, -(-c // max(1, int(share))))) for c in cost]
+    return [min(n_budgets, max(1, math.ceil(c / share))) for c in cost]
 
 
 def task_groups(lengths: list[int], budgets: tuple[int, ...], slots: int) -> list[tuple[int, tuple[int, ...]]]:
