@@ -35,8 +35,9 @@ from ..errors import ParameterError
 from ..exact_sum import fsum_array
 from ..traces import AttentionTrace
 from .limbs import join
-from .mincost import FlowNetwork, exact_integers, solve_netsimplex
-from .nm_flow import entries_by_token, interval_network
+from .mincost import FlowNetwork, exact_integers, scanned_costs, solve_netsimplex
+from . import nm_flow
+from .nm_flow import by_tail_then_head, entries_by_token, heaviest, interval_network, stable_order
 
 
 @dataclass(frozen=True)
@@ -72,8 +73,9 @@ def entries_of(traces: Sequence[AttentionTrace]) -> Entries:
         tok, step, w = entries_by_token(tr)
         parts.append((tok, step, w, np.full(tok.size, h, dtype=np.int64)))
     tok, step, w, head = (np.concatenate(x) for x in zip(*parts))
-    order = np.lexsort((step, head, tok))  # by arrival, then head, then step
-    tok, step, w, head = tok[order], step[order], w[order], head[order]
+    if len(traces) > 1:  # by arrival, then head, then step: each part is by token, then step, and the parts by head
+        order = stable_order(tok, T)[0]
+        tok, step, w, head = tok[order], step[order], w[order], head[order]
     key = tok * len(traces) + head
     new_item = np.ones(key.size, dtype=bool)
     new_item[1:] = key[1:] != key[:-1]
@@ -106,7 +108,9 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
     line capacity replaced.  Both are exact; which is faster depends on the steps (README, "Allocation")."""
     caps = check_capacities(capacities)
     e = entries
-    base = interval_network(e.T, e.arrival, e.item, e.step, e.exact, e.unit, caps[0])
+    heads = int(e.head.max(initial=-1)) + 1
+    base = interval_network(e.T, e.arrival, e.item, e.step, e.exact, e.unit, caps[0],
+                            heaviest(e.step * heads + e.head, e.weight, e.T * heads, nm_flow.EXIT_COLUMNS))
     n_exit = e.item.size
     exits = slice(e.T + e.arrival.size, e.T + e.arrival.size + n_exit)
     if e.T == 0 or n_exit == 0:  # nothing to retain: every capacity loses nothing
@@ -116,6 +120,7 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
     line_tail, line_head = base.tail[:e.T], base.head[:e.T]
     first, last = int(line_tail[0]), int(line_head[-1])
     net, tree, prev = base, None, caps[0]
+    scanned = None if warm else scanned_costs(base)  # cold: every capacity has the same arcs and costs
     for c in caps:
         if c > prev and warm:  # one parallel line arc of capacity c - prev per step, full (module docstring)
             d = c - prev
@@ -125,12 +130,12 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
                               np.concatenate([net.cap, np.full(e.T, d, np.int64)]),
                               join([net.cost, np.zeros(e.T, dtype=np.int64)]), net.cost_unit,
                               _moved(net.supply, first, last, d), np.concatenate([flow, np.full(e.T, d, np.int64)]),
-                              np.lexsort((head, tail)))
+                              by_tail_then_head(tail, head, net.n_nodes))
         elif c > prev:
             cap, start = base.cap.copy(), base.start.copy()
             cap[:e.T] = start[:e.T] = c
             net = replace(base, cap=cap, start=start, supply=_moved(base.supply, first, last, c - caps[0]))
-        sol, final = solve_netsimplex(net, tree)
+        sol, final = solve_netsimplex(net, tree, scanned)
         flow, prev, tree = sol.flow, c, final if warm else None
         yield CurvePoint(c, _lost(e, sol.flow[exits]), sol.solver, sol.gap_bound)
 

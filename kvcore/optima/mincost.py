@@ -109,12 +109,13 @@ import scipy.sparse as sp
 
 from ..errors import ParameterError
 from .limbs import Limbs, reduced_costs, tree_potentials, width_for
-from .netsimplex import cost_bits, solve_integer
+from .netsimplex import cost_bits, solve_integer, solve_integer_columns
 
 SOLVERS = ("netsimplex", "highs", "networkx")
 DEFAULT_SOLVER = "netsimplex"
 _INTEGRALITY_TOL = 1e-6
 _MAX_ROUNDS = 200
+COLUMNS_PER_TAIL = 16  # arcs priced in per tail node and round (FlowNetwork.columns; tuned on real NM heads)
 
 
 @dataclass(frozen=True)
@@ -124,7 +125,9 @@ class FlowNetwork:
 
     ``scan_order`` (a permutation of the arcs, optional) is the order in which the network simplex prices them; it
     changes nothing but speed (measured: NM arcs grouped by tail node, RM arcs by head time, 1.6-2.3x faster than
-    the construction order)."""
+    the construction order).  ``columns`` (a bool per arc, optional) are the arcs the network simplex starts from;
+    the others are priced in as needed (:func:`kvcore.optima.netsimplex.solve_integer_columns`): the same optimum,
+    faster where few of many arcs can matter."""
 
     n_nodes: int
     tail: np.ndarray
@@ -136,6 +139,7 @@ class FlowNetwork:
     supply: np.ndarray
     start: np.ndarray
     scan_order: np.ndarray | None = None
+    columns: np.ndarray | None = None
 
     @property
     def n_arcs(self) -> int:
@@ -257,15 +261,26 @@ def complementary_slack(sign: np.ndarray, flow: np.ndarray, cap: np.ndarray) -> 
     return not (((sign < 0) & (flow < cap)) | ((sign > 0) & (flow > 0))).any()
 
 
-def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tuple[FlowSolution, np.ndarray]:
-    """The exact network simplex from ``net.start``, and the final spanning tree (one arc per node, -1 for a node
-    hung from the root).  ``tree_arc`` (same form) is the starting tree: a strongly feasible tree that holds every arc
-    strictly between its bounds in ``net.start`` -- a previous solve's final tree stays one when arcs carrying flow
-    at their upper bound are appended (:mod:`kvcore.optima.capacity_curve` re-solves that way)."""
+@dataclass(frozen=True)
+class ScannedCosts:
+    """What the network simplex derives from a network's arcs, costs and scan order alone (not its bounds, supplies
+    or starting flow): arcs in scan order, the exact costs in that order (int64 or limbs wide enough for any reduced
+    cost), their bit length, and the first round's int64 costs.  Solving one network at several capacities
+    (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold) computes it once."""
+
+    order: np.ndarray
+    position: np.ndarray
+    tail: np.ndarray
+    head: np.ndarray
+    exact: object
+    top: int
+    bits: int
+    width: int
+    first: np.ndarray
+
+
+def scanned_costs(net: FlowNetwork) -> ScannedCosts:
     order = np.arange(net.n_arcs) if net.scan_order is None else net.scan_order
-    tail, head = net.tail[order], net.head[order]
-    cap = (net.cap - net.lower)[order].astype(np.int64)
-    flow = (net.start - net.lower)[order].astype(np.int64)
     exact = net.cost[order]
     bits = cost_bits(net.n_nodes)
     top = bit_length(exact)
@@ -275,14 +290,35 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None) -> tu
         exact = Limbs.of(exact, width)
     position = np.empty(net.n_arcs, np.int64)
     position[order] = np.arange(net.n_arcs)
+    first = exact.shift_round(max(0, top - bits), 1 << bits) if isinstance(exact, Limbs) else exact
+    return ScannedCosts(order, position, net.tail[order], net.head[order], exact, top, bits, width, first)
+
+
+def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None, scanned: ScannedCosts | None = None
+                     ) -> tuple[FlowSolution, np.ndarray]:
+    """The exact network simplex from ``net.start``, and the final spanning tree (one arc per node, -1 for a node
+    hung from the root).  ``tree_arc`` (same form) is the starting tree: a strongly feasible tree that holds every arc
+    strictly between its bounds in ``net.start`` -- a previous solve's final tree stays one when arcs carrying flow
+    at their upper bound are appended (:mod:`kvcore.optima.capacity_curve` re-solves that way).  ``scanned``:
+    :func:`scanned_costs` of a network with the same arcs, costs and scan order (computed here when not given)."""
+    sc = scanned_costs(net) if scanned is None else scanned
+    order, tail, head, exact, bits, width = sc.order, sc.tail, sc.head, sc.exact, sc.bits, sc.width
+    cap = (net.cap - net.lower)[order].astype(np.int64)
+    flow = (net.start - net.lower)[order].astype(np.int64)
     tree = np.full(net.n_nodes, -1, np.int64) if tree_arc is None else \
-        np.where(tree_arc >= 0, position[np.maximum(tree_arc, 0)], -1)
+        np.where(tree_arc >= 0, sc.position[np.maximum(tree_arc, 0)], -1)
+    active = None if net.columns is None else net.columns[order]
     reduced = exact  # the costs of the current round: exact reduced costs w.r.t. the previous round's potentials
-    k = max(0, top - bits)
+    k = max(0, sc.top - bits)
     gain = max(1, bits - 2 * net.n_nodes.bit_length())
-    for _ in range(_MAX_ROUNDS):
-        costs = reduced.shift_round(k, 1 << bits) if isinstance(reduced, Limbs) else reduced
-        flow, pi, pred, preorder, _pivots = solve_integer(tail, head, costs, cap, flow, tree)
+    for rounds in range(_MAX_ROUNDS):
+        costs = sc.first if rounds == 0 else reduced.shift_round(k, 1 << bits) if isinstance(reduced, Limbs) \
+            else reduced
+        if active is None:
+            flow, pi, pred, preorder, _pivots = solve_integer(tail, head, costs, cap, flow, tree)
+        else:
+            flow, pi, pred, preorder, _pivots = solve_integer_columns(tail, head, costs, cap, flow, tree, active,
+                                                                      COLUMNS_PER_TAIL)
         if isinstance(exact, Limbs):  # potentials recomputed exactly along the final tree
             pot = tree_potentials(exact, tail, head, pred, preorder, exact.width)
             sign = reduced_costs(exact, pot, tail, head, store=False)[1]

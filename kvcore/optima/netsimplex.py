@@ -378,3 +378,70 @@ def solve_integer(tail: np.ndarray, head: np.ndarray, cost: np.ndarray, cap: np.
     if status != OK:
         raise RuntimeError(f"network simplex: {STATUS_TEXT[int(status)]}")
     return flow, pi, pred, order, int(pivots)
+
+
+def _price_in(tail, head, cost, cap, pi, active, per, rc_buf, at_buf):
+    m = tail.size
+    added = 0
+    a = 0
+    while a < m:
+        t = tail[a]
+        b = a
+        found = 0
+        while b < m and tail[b] == t:
+            if not active[b] and cap[b] > 0:
+                rc = cost[b] + pi[t] - pi[head[b]]
+                if rc < 0:
+                    rc_buf[found] = rc
+                    at_buf[found] = b
+                    found += 1
+            b += 1
+        if found > per:
+            # the most negative first; a stable sort so that ties enter in scan order
+            best = np.argsort(rc_buf[:found], kind="mergesort")[:per]
+            for j in best:
+                active[at_buf[j]] = True
+            added += per
+        else:
+            for j in range(found):
+                active[at_buf[j]] = True
+            added += found
+        a = b
+    return added
+
+
+price_in = Kernel(_price_in)
+
+
+def solve_integer_columns(tail: np.ndarray, head: np.ndarray, cost: np.ndarray, cap: np.ndarray, flow: np.ndarray,
+                          tree_arc: np.ndarray, active: np.ndarray, per: int, compiled: bool = True
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, int]:
+    """:func:`solve_integer` on every arc, by column generation: the simplex runs on the ``active`` arcs only (a
+    bool mask; every arc carrying flow and every arc of the starting tree is added to it), and after each solve the
+    other arcs are priced with its potentials; per run of arcs with one tail node the ``per`` most negative reduced
+    costs enter and the simplex continues from the previous tree and flow (arcs entering at flow 0, their lower
+    bound, leave a strongly feasible tree strongly feasible).  It stops when no arc outside has a negative reduced
+    cost: an arc outside carries no flow, so the potentials then satisfy complementary slackness on the whole
+    network and the flow is a minimum-cost flow of it (column generation, Gilmore & Gomory, *Operations Research*
+    1961; candidate lists in the network simplex, Bradley, Brown & Graves, *Management Science* 1977).  Returns what
+    :func:`solve_integer` returns, with arc indices of the whole network (``pred >= m``: artificial arc of node
+    ``pred - m``)."""
+    m = int(tail.size)
+    active = active.copy()
+    active |= flow != 0
+    active[tree_arc[tree_arc >= 0]] = True
+    rc_buf, at_buf = np.empty(m, np.int64), np.empty(m, np.int64)
+    pricer = price_in if compiled else price_in.py_func
+    tree, pivots = tree_arc, 0
+    while True:
+        sub = np.flatnonzero(active)
+        sub_tree = np.where(tree >= 0, np.searchsorted(sub, tree), -1)  # tree arcs are active: found exactly
+        sub_flow, pi, pred, order, done = solve_integer(tail[sub], head[sub], cost[sub], cap[sub], flow[sub],
+                                                        sub_tree, compiled)
+        pivots += done
+        flow[sub] = sub_flow
+        real = (pred >= 0) & (pred < sub.size)
+        pred = np.where(real, sub[np.where(real, pred, 0)], np.where(pred < 0, pred, pred - sub.size + m))
+        if pricer(tail, head, cost, cap, pi, active, np.int64(per), rc_buf, at_buf) == 0:
+            return flow, pi, pred, order, pivots
+        tree = np.where(pred[:-1] < m, pred[:-1], -1)
