@@ -242,6 +242,31 @@ def causal_bias(torch, start: int, n_keys: int):
     return torch.zeros(n_keys - start, n_keys).masked_fill(torch.arange(n_keys).unsqueeze(0) > t, float("-inf"))
 
 
+SCORE_BLOCK = 256  # query rows per product in causal_scores
+
+
+def causal_scores(torch, query, key, scaling: float):
+    """``(heads, T, T)`` float32: ``query key^T * scaling`` (``query``, ``key``: ``(heads, T, d)``) at and below
+    the diagonal, computed in blocks of ``SCORE_BLOCK`` to ``2 SCORE_BLOCK - 1`` query rows against the keys up to the block's last row, each
+    written in place into one tensor and scaled there: about half the products of the full square, and no second
+    ``(heads, T, T)`` tensor.  Above the diagonal the tensor is left unset: a policy observes positions ``<= t``
+    only (its resident set).  Each entry is the same BLAS dot product of ``d`` terms as in the full product (a test
+    compares the two bit for bit); measured at T = 1,996, 9 heads, one thread: 0.10 s against 0.29 s."""
+    T = query.shape[1]
+    out = torch.empty(query.shape[0], T, T)
+    kt = key.transpose(1, 2)
+    r0 = 0
+    while r0 < T:
+        # no block shorter than SCORE_BLOCK rows: a product of a few rows takes another BLAS path (a one-row block
+        # was seen to round differently from the full product)
+        r1 = T if T - r0 < 2 * SCORE_BLOCK else r0 + SCORE_BLOCK
+        block = out[:, r0:r1, :r1]
+        torch.matmul(query[:, r0:r1], kt[:, :, :r1], out=block)
+        block.mul_(scaling)
+        r0 = r1
+    return out
+
+
 @dataclass
 class LayerRecord:
     """Per layer, KV head and query step ``(layers, KV heads, T)``: the attention-output error and the displaced mass
@@ -285,9 +310,7 @@ class MaskedPass:
         if self.plan is not None:
             if reads:
                 # the closed loop's observations come from every query head's scaled products q k^T, all rows
-                # (scaled in place: the same numbers as ``* scaling`` without a second (heads, T, T) tensor)
-                scores = torch.matmul(q_all[0], key[0].repeat_interleave(rep, dim=0).transpose(1, 2)).mul_(scaling)
-                scores = scores.numpy()
+                scores = causal_scores(torch, q_all[0], key[0].repeat_interleave(rep, dim=0), scaling).numpy()
             else:
                 scores = np.empty((query.shape[1], n_keys, 0), np.float32)
             drops = self.plan.layer_drops(layer, heads, scores)
