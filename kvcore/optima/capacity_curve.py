@@ -102,15 +102,19 @@ def check_capacities(capacities: Sequence[int]) -> list[int]:
     return caps
 
 
-def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True) -> Iterator[CurvePoint]:
+def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True, columns: bool = True
+                  ) -> Iterator[CurvePoint]:
     """The certified optimum at each capacity (increasing).  ``warm``: each capacity continues from the previous
     one's optimum (module docstring); otherwise each is solved from the empty cache on the same network with its
-    line capacity replaced.  Both are exact; which is faster depends on the steps (README, "Allocation")."""
+    line capacity replaced.  Both are exact; which is faster depends on the steps (README, "Allocation").
+    ``columns``: the simplex starts from the ``EXIT_COLUMNS`` heaviest exits per step and head and prices the rest
+    in (:func:`kvcore.optima.nm_flow.heaviest`); ``False``: every exit from the start (the same optimum)."""
     caps = check_capacities(capacities)
     e = entries
     heads = int(e.head.max(initial=-1)) + 1
     base = interval_network(e.T, e.arrival, e.item, e.step, e.exact, e.unit, caps[0],
-                            heaviest(e.step * heads + e.head, e.weight, e.T * heads, nm_flow.EXIT_COLUMNS))
+                            heaviest(e.step * heads + e.head, e.weight, e.T * heads, nm_flow.EXIT_COLUMNS)
+                            if columns else None)
     n_exit = e.item.size
     exits = slice(e.T + e.arrival.size, e.T + e.arrival.size + n_exit)
     if e.T == 0 or n_exit == 0:  # nothing to retain: every capacity loses nothing

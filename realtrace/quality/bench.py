@@ -14,7 +14,8 @@ kernel start-up costs are not charged to whichever runs first):
   tokens, drops ``drop[i] = i + K - 4`` for ``i >= 4``), so every head takes the masked path and also records its
   attention-output error and displaced mass.  A schedule's content does not change the cost: the mask is dense;
 * ``closed H2O, compiled`` -- the same pass with H2O at ``--budget`` in closed loop
-  (:class:`realtrace.quality.replay.ClosedLoop`): every layer also computes all scaled products and runs H2O for all
+  (:class:`realtrace.quality.replay.ClosedLoop`): every layer also computes the scaled products at and below the
+  diagonal (:func:`realtrace.quality.replay.causal_scores`) and runs H2O for all
   KV heads in the compiled kernel of :mod:`kvcore.closed_loop` (issue 30's goal: at most 3x the plain pass);
 * ``closed H2O, Python`` -- the same with ``compiled=False``: one H2O object per layer and KV head through the
   checked engine, as every policy without a compiled rule runs.  Timed once, after the compiled runs (so nothing is
@@ -29,7 +30,11 @@ kernel start-up costs are not charged to whichever runs first):
   runs since issue 30, once per run before), and the charge itself, as the plain sum of the lost entries
   (:func:`realtrace.quality.exact.charge`, before) and as row total minus kept mass
   (:func:`realtrace.quality.exact.charge_many`); both charge the closed-loop H2O schedule, and must agree
-  (``same_charges``: to a few eps of the row totals).
+  (``same_charges``: to a few eps of the row totals);
+* the exact optimum of layer 10's KV heads on their complete rows at the acceptance sweep's budgets 32, 64, 128 and
+  256 (:func:`realtrace.quality.exact.lazy_optima`): by column generation, as the sweep solves it (the simplex starts
+  from each step's heaviest exits, :func:`kvcore.optima.nm_flow.heaviest`), and with every exit from the start;
+  both must give the same schedules and costs (``same_optimum``).
 
 Issue 20 set the masked pass's goal, issue 30 the closed loop's.
 
@@ -54,6 +59,7 @@ from kvcore.numbers import whole_number
 
 SINKS = 4
 BATCH = 4  # copies in the batched plain pass
+OPT_LAYER, OPT_BUDGETS = 10, (32, 64, 128, 256)  # the exact optimum timed: one layer's KV heads, the sweep's budgets
 
 
 def window_schedule(layers: int, heads: int, T: int, budget: int) -> np.ndarray:
@@ -139,19 +145,40 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     out["plain_sdpa_batch_s"] = _median_seconds(batched, repeats)
     out["batch_ratio_per_sequence"] = out["plain_sdpa_batch_s"] / BATCH / out["plain_sdpa_s"]
     say("charging on the full-cache rows ...")
-    out.update(_charge_times(lm, ids, np.stack([closed[True].drops[layer] for layer in range(L)])))
+    full, _ = replay(lm, ids, None, L, H, keep_qkv=True)
+    out.update(_charge_times(lm, full, np.stack([closed[True].drops[layer] for layer in range(L)])))
+    say(f"the exact optimum of layer {OPT_LAYER}'s KV heads ...")
+    out.update(_optimum_times(lm, full, OPT_LAYER, OPT_BUDGETS))
     out["load_average"] = list(os.getloadavg())
     return out
 
 
-def _charge_times(lm, ids: list[int], drops: np.ndarray) -> dict:
+def _optimum_times(lm, full, layer: int, budgets: tuple[int, ...]) -> dict:
+    """CPU seconds of the lazy exact optimum (:func:`realtrace.quality.exact.lazy_optima`) of every KV head of
+    ``layer`` at ``budgets``, the sweep's way (column generation from each step's heaviest exits) and with every
+    exit from the start, and whether both give the same schedules and costs (module docstring)."""
+    from .exact import head_rows, lazy_optima
+
+    q, k, _ = full.keep_qkv[layer]
+    scaling = lm.model.model.layers[0].self_attn.scaling
+    spent, solved = {}, {}
+    for columns in (True, False):
+        t0 = time.process_time()
+        solved[columns] = [lazy_optima(head_rows(lm.torch, q, k, g, scaling), budgets, columns=columns)
+                           for g in range(k.shape[1])]
+        spent[columns] = time.process_time() - t0
+    same = all(np.array_equal(a[0], b[0]) and a[1:] == b[1:]
+               for x, y in zip(solved[True], solved[False]) for a, b in zip(x, y))
+    return {"optimum_columns_s": spent[True], "optimum_all_arcs_s": spent[False],
+            "optimum_speedup": spent[False] / spent[True], "same_optimum": bool(same)}
+
+
+def _charge_times(lm, full, drops: np.ndarray) -> dict:
     """CPU seconds over every layer and KV head: the rows and value costs, the plain charge and the kept-mass charge
     of ``drops`` ``(L, H, T)``, and whether the two charges agree (module docstring)."""
     from .exact import charge, charge_many, head_rows
-    from .replay import replay
     from .value_cost import value_costs
 
-    full, _ = replay(lm, ids, None, drops.shape[0], drops.shape[1], keep_qkv=True)
     scaling = lm.model.model.layers[0].self_attn.scaling
     spent, same = {"rows_costs_s": 0.0, "charge_plain_s": 0.0, "charge_kept_s": 0.0}, True
     for layer, (q, k, v) in sorted(full.keep_qkv.items()):
@@ -204,6 +231,9 @@ def run(args: argparse.Namespace) -> int:
             f"  charging one schedule (CPU s, all layers and KV heads): rows and value costs "
             f"{res['rows_costs_s']:.3f}, plain charge {res['charge_plain_s']:.3f}, kept-mass charge "
             f"{res['charge_kept_s']:.3f}; same charges: {res['same_charges']}\n"
+            f"  exact optimum, layer {OPT_LAYER}'s KV heads at {','.join(map(str, OPT_BUDGETS))} (CPU s): "
+            f"{res['optimum_columns_s']:.3f} by columns, {res['optimum_all_arcs_s']:.3f} on every exit: "
+            f"{res['optimum_speedup']:.2f}x; same optimum: {res['same_optimum']}\n"
             f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 

@@ -112,18 +112,20 @@ def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "qua
     return lazy_optima(rows, (capacity,), top, source)[0]
 
 
-def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality"
+def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality", columns: bool = True
                 ) -> list[tuple[np.ndarray, float, float]]:
     """:func:`lazy_optimum` at each of ``capacities`` on the same rows: the trace, its exact integers and the flow
     network built once, each capacity solved on it with the line capacity replaced
     (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
-    :func:`kvcore.optima.nm_opt` per capacity, measured 0.35 s of the 1.3 s per capacity saved at T = 2,000)."""
+    :func:`kvcore.optima.nm_opt` per capacity, measured 0.35 s of the 1.3 s per capacity saved at T = 2,000).
+    ``columns``: solved by column generation from each step's heaviest exits (the default) or on every exit from the
+    start (``False``, the benchmark's baseline); the same exact optimum either way."""
     from kvcore.optima.capacity_curve import entries_of, item_drops, optimum_curve
 
     trace = rows_trace(rows, top, source)
     entries = entries_of([trace])
     tokens = entries.arrival  # one trace: an item per token with stored mass, arriving at its own position
-    solved = {p.capacity: p.lost for p in optimum_curve(entries, sorted(set(capacities)), warm=False)}
+    solved = {p.capacity: p.lost for p in optimum_curve(entries, sorted(set(capacities)), warm=False, columns=columns)}
     out = []
     for capacity in capacities:
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival
