@@ -11,8 +11,8 @@ torch = pytest.importorskip("torch")
 from realtrace.quality.replay import SCORE_BLOCK, causal_scores  # noqa: E402
 
 
-@pytest.mark.parametrize("T", [1, 7, SCORE_BLOCK - 1, SCORE_BLOCK, SCORE_BLOCK + 1, 2 * SCORE_BLOCK - 1, 2 * SCORE_BLOCK,
-                               2 * SCORE_BLOCK + 1, 3 * SCORE_BLOCK + 45, 1996])
+@pytest.mark.parametrize("T", [1, 7, SCORE_BLOCK - 1, SCORE_BLOCK, SCORE_BLOCK + 1, 2 * SCORE_BLOCK - 1,
+                               2 * SCORE_BLOCK, 2 * SCORE_BLOCK + 1, 3 * SCORE_BLOCK + 45, 1996])
 def test_causal_scores_equal_the_full_product_bit_for_bit_below_the_diagonal(T):
     gen = torch.Generator().manual_seed(T)
     query, key = torch.randn(3, T, 64, generator=gen), torch.randn(3, T, 64, generator=gen)

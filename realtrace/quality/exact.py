@@ -125,7 +125,8 @@ def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality
     trace = rows_trace(rows, top, source)
     entries = entries_of([trace])
     tokens = entries.arrival  # one trace: an item per token with stored mass, arriving at its own position
-    solved = {p.capacity: p.lost for p in optimum_curve(entries, sorted(set(capacities)), warm=False, columns=columns)}
+    curve = optimum_curve(entries, sorted(set(capacities)), warm=False, columns=columns)
+    solved = {p.capacity: p.lost for p in curve}
     out = []
     for capacity in capacities:
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival

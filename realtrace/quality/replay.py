@@ -247,11 +247,12 @@ SCORE_BLOCK = 256  # query rows per product in causal_scores
 
 def causal_scores(torch, query, key, scaling: float):
     """``(heads, T, T)`` float32: ``query key^T * scaling`` (``query``, ``key``: ``(heads, T, d)``) at and below
-    the diagonal, computed in blocks of ``SCORE_BLOCK`` to ``2 SCORE_BLOCK - 1`` query rows against the keys up to the block's last row, each
-    written in place into one tensor and scaled there: about half the products of the full square, and no second
-    ``(heads, T, T)`` tensor.  Above the diagonal the tensor is left unset: a policy observes positions ``<= t``
-    only (its resident set).  Each entry is the same BLAS dot product of ``d`` terms as in the full product (a test
-    compares the two bit for bit); measured at T = 1,996, 9 heads, one thread: 0.10 s against 0.29 s."""
+    the diagonal, computed in blocks of ``SCORE_BLOCK`` to ``2 SCORE_BLOCK - 1`` query rows against the keys up to
+    the block's last row, each written in place into one tensor and scaled there: about half the products of the
+    full square, and no second ``(heads, T, T)`` tensor.  Above the diagonal the tensor is left unset: a policy
+    observes positions ``<= t`` only (its resident set).  Each entry is the same BLAS dot product of ``d`` terms as
+    in the full product (a test compares the two bit for bit); measured at T = 1,996, 9 heads, one thread: 0.10 s
+    against 0.29 s."""
     T = query.shape[1]
     out = torch.empty(query.shape[0], T, T)
     kt = key.transpose(1, 2)
