@@ -495,6 +495,39 @@ def test_a_prompt_split_by_budget_gives_the_result_of_one_task(lm, tmp_path, mon
     assert [p["cache"]["reference"] for p in many["prompts"]] == ["off", "off"]
 
 
+def test_runs_replaying_the_same_schedule_share_one_pass(lm, tmp_path, monkeypatch):
+    """Issue 30: FIFO and LRU (threshold 0, complete rows) keep the same positions, known before the pass, so a study
+    of both replays one pass for the two; each run equals the run of its policy alone, every per-step array included.
+    The control: StreamingLLM, another schedule of the same first row, gets its own pass (3 configs, 2 passes)."""
+    import json
+
+    import realtrace.quality.run as run_mod
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": SECRET, "answer": " apple"}) + "\n")
+    passes = []
+    replayed = run_mod._replayed
+    monkeypatch.setattr(run_mod, "_replayed", lambda *a: passes.append(a[4]) or replayed(*a))
+
+    def study(names):
+        out = run_mod.evaluate(names, [6], None, workers=0, progress=False, prompts_file=str(path), steps=True,
+                               no_cache=True, no_opt=True)
+        return {r["config"]: r for r in out["runs"] if r["config"] != "full cache"}
+
+    together = study(["FIFO", "LRU", "StreamingLLM"])
+    assert len(passes) == 2
+    for name in ("FIFO", "LRU", "StreamingLLM"):
+        alone = study([name])[name]
+        assert set(alone) == set(together[name])
+        for key, value in alone.items():
+            if key == "steps":
+                for q, arr in value["p"].items():
+                    assert np.array_equal(arr, together[name]["steps"]["p"][q]), (name, q)
+            else:
+                assert np.array_equal(value, together[name][key]), (name, key)
+    assert np.array_equal(together["FIFO"]["steps"]["p"]["drop"], together["LRU"]["steps"]["p"]["drop"])
+
+
 @pytest.mark.slow
 def test_the_command_line_fills_the_cache_that_a_later_run_reads(lm, tmp_path):
     """``quality StreamingLLM --budget 6 --no-opt --cache-dir DIR --json`` as a user types it: no optimum in the

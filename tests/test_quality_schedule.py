@@ -240,11 +240,11 @@ class _Rows:
 
 
 def test_a_prompts_runs_are_charged_as_each_schedule_alone():
-    """:func:`realtrace.quality.run._charged` charges all runs of a prompt on rows computed once; each run's stream and
-    answer means, per layer and KV head, and its total equal charging that schedule alone with :func:`charge`."""
+    """:func:`realtrace.quality.charges.charged` charges all runs of a prompt on rows computed once; each run's stream
+    and answer means, per layer and KV head, and its total equal charging that schedule alone with :func:`charge`."""
     from types import SimpleNamespace
 
-    from realtrace.quality.run import _charged
+    from realtrace.quality.charges import charged
     from realtrace.quality.value_cost import value_costs
 
     rng = np.random.default_rng(3)
@@ -256,7 +256,7 @@ def test_a_prompts_runs_are_charged_as_each_schedule_alone():
                           rows=lambda layer, g: _Rows(rows[layer, g]), values=lambda layer, g: values[layer, g])
     budgets = [4, 9, 9]
     drops = [np.stack([np.stack([random_drop(rng, T) for _ in range(H)]) for _ in range(L)]) for _ in budgets]
-    got = _charged(ref, drops, budgets)
+    got = charged(ref, drops, budgets)
     for run, k, d in zip(got, budgets, drops):
         for layer, g in rows:
             regret = charge(rows[layer, g], d[layer, g])

@@ -26,7 +26,7 @@ kernel start-up costs are not charged to whichever runs first):
 * ``plain sdpa, batch of 4`` -- the plain forward over 4 copies of the tokens in the batch dimension, per sequence
   against one sequence: whether several schedules in one batched pass would pay (issue 30 item 2);
 * charging one schedule on the complete full-cache rows of every layer and KV head (its regret and value-weighted
-  cost, :func:`realtrace.quality.run._charged`): ``rows and value costs`` (computed once per prompt for all its
+  cost, :func:`realtrace.quality.charges.charged`): ``rows and value costs`` (computed once per prompt for all its
   runs since issue 30, once per run before), and the charge itself, as the plain sum of the lost entries
   (:func:`realtrace.quality.exact.charge`, before) and as row total minus kept mass
   (:func:`realtrace.quality.exact.charge_many`); both charge the closed-loop H2O schedule, and must agree

@@ -157,6 +157,12 @@ class ClosedLoop:
         rule = rule_for(self.factory(), self.capacity) if self.compiled else None
         return rule is None or rule.reads_rows(self.top)
 
+    def drops_without_rows(self, layers: int, heads: int, query_heads: int, T: int) -> np.ndarray:
+        """``(layers, heads, T)``: every layer's drops before any pass, for a plan that reads no rows
+        (:meth:`reads_rows` false): the same calls, generators and schedule as inside a pass over ``T`` tokens."""
+        empty = np.empty((query_heads, T, 0), np.float32)
+        return np.stack([self.layer_drops(layer, heads, empty) for layer in range(layers)])
+
     def layer_drops(self, layer: int, heads: int, scores: np.ndarray) -> np.ndarray:
         """``scores``: the layer's scaled products ``(query heads, T, T)``, KV head ``g`` served by the query heads
         ``g*rep .. g*rep+rep-1`` (``(query heads, T, 0)`` when :meth:`reads_rows` said none are needed); the

@@ -72,6 +72,7 @@ Means are over prompts (each prompt weighs the same), then over the traces of a 
 
 from __future__ import annotations
 
+import hashlib
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -86,6 +87,7 @@ from . import prompts as qprompts
 from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
 from .groups import merged, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
+from .charges import add_charges, charged
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from .optima import OPT, VARIANTS, opt_schedules, variant_name
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
@@ -191,33 +193,6 @@ def worker_model(threads: int):
     return _MODEL[threads]
 
 
-def _charged(ref: "_Reference", drops: list[np.ndarray], budgets: list[int]) -> list[dict]:
-    """The charges of each schedule ``drops[r]`` ``(L, H, T)`` (run at ``budgets[r]``) on the complete rows of the
-    full-cache pass: its NM regret (Eq. 4) and its value-weighted cost on the same entries (each lost ``a[t, i]``
-    times ``||v_i - o_t||``, :mod:`realtrace.quality.value_cost`), per run the ``stream`` and ``answer`` means per
-    layer and KV head ``(L, H)`` and ``regret_total`` ``(L, H)``, the sum over all steps.  Each head's rows and value
-    costs are computed once for every schedule of the prompt (:func:`realtrace.quality.exact.charge_many`; nothing
-    unattributed), and reduced at once, so memory does not grow with steps x runs."""
-    from .exact import charge_many
-    from .value_cost import value_costs
-
-    T, a0 = ref.T, ref.prompt.n_prompt - 1
-    stacked = np.stack(drops)
-    out = [{f"{name}_{scope}": np.zeros((ref.L, ref.H)) for name in ("regret", "value") for scope in SCOPES}
-           | {"regret_total": np.zeros((ref.L, ref.H))} for _ in drops]
-    for layer in range(ref.L):
-        for g in range(ref.H):
-            rows = ref.rows(layer, g).numpy()
-            charged = {"regret": charge_many(rows, stacked[:, layer, g]),
-                       "value": charge_many(value_costs(rows, ref.values(layer, g)), stacked[:, layer, g])}
-            for r, k in enumerate(budgets):
-                for name, per_step in charged.items():
-                    for scope, r0 in (("stream", k), ("answer", a0)):
-                        out[r][f"{name}_{scope}"][layer, g] = per_step[r, r0:T - 1].mean()
-                out[r]["regret_total"][layer, g] = charged["regret"][r].sum()
-    return out
-
-
 class _Reference:
     """The full cache on one prompt: its complete attention rows (:meth:`rows`), press schedules, logits and the
     keys/values passes resume from."""
@@ -227,7 +202,7 @@ class _Reference:
 
         store = store if store is not None else Store(None)
         cfg = lm.model.config
-        self.L, self.H = cfg.num_hidden_layers, cfg.num_key_value_heads
+        self.L, self.H, self.query_heads = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.num_attention_heads
         self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
         self.T = len(ids)
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
@@ -315,29 +290,48 @@ def _file_schedule(memo: dict, path: str, ref: _Reference) -> np.ndarray:
     return check_schedule(memo[path][key], ref.L, ref.H, ref.T, f"{path}:{key}")
 
 
-def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict,
-             steps: bool) -> tuple[dict, np.ndarray, np.ndarray | None]:
-    """One (config, budget): its schedule replayed and every output metric; returns ``(run, drops, gap)`` -- the
-    charges on the full-cache rows are added for all runs of the prompt at once (:func:`_add_charges`)."""
+def _replayed(lm, ref: _Reference, drops: np.ndarray | None, plan, start: int) -> tuple:
+    """The pass of one schedule (``drops`` open loop, or the closed-loop ``plan``) from row ``start`` and its per-row
+    metrics: ``(kl, dnll, top1, argmax, error, displaced)``."""
     from .replay import OpenLoop, replay
 
-    drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, memo)
-    T, n_prompt = ref.T, ref.prompt.n_prompt
-    start = k if plan is not None else first_drop(drops)
+    T = ref.T
     kl, dnll = np.zeros(T - 1), np.zeros(T - 1)
     top1, argmax = np.ones(T - 1, dtype=bool), ref.argmax.copy()
     error = displaced = np.zeros((ref.L, ref.H, T), np.float32)
     if start < T:
         pass_, hidden = replay(lm, list(ref.prompt.ids), plan if plan is not None else OpenLoop(drops), ref.L, ref.H,
                                start, ref.qkv)
-        if plan is not None:
-            drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
         error, displaced = pass_.record.error, pass_.record.displaced
     if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
         m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b, ref.targets[a:a + b.shape[0]])
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
                                                 _logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
+    return kl, dnll, top1, argmax, error, displaced
+
+
+def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict,
+             steps: bool) -> tuple[dict, np.ndarray, np.ndarray | None]:
+    """One (config, budget): its schedule replayed and every output metric; returns ``(run, drops, gap)`` -- the
+    charges on the full-cache rows are added for all runs of the prompt at once (:func:`add_charges`)."""
+    drops, plan, gap = _schedule(ref, cfg, k, seed, top, opt_top, memo)
+    T, n_prompt = ref.T, ref.prompt.n_prompt
+    start = k if plan is not None else first_drop(drops)
+    if plan is not None and not plan.reads_rows():  # a schedule the pass cannot change: known now
+        drops, plan = plan.drops_without_rows(ref.L, ref.H, ref.query_heads, T), None
+    # a pass is a function of its schedule and first row: runs of a prompt that replay the same share one
+    # (FIFO and LRU at threshold 0 on complete rows keep the same positions)
+    key = None if plan is not None else \
+        ("pass", start, hashlib.sha256(np.ascontiguousarray(drops, dtype=np.int64)).hexdigest())
+    if key in memo:
+        kl, dnll, top1, argmax, error, displaced = memo[key]
+    else:
+        kl, dnll, top1, argmax, error, displaced = _replayed(lm, ref, drops, plan, start)
+        if key is not None:
+            memo[key] = kl, dnll, top1, argmax, error, displaced
+    if plan is not None:
+        drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
     a0 = n_prompt - 1
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
@@ -354,15 +348,6 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
         out["steps"] = {"kl": kl.astype(np.float32), "dnll": dnll.astype(np.float32), "top1": top1,
                         "error": error, "displaced": displaced, "drop": drops.astype(np.int32)}
     return out, drops, gap
-
-
-def _add_charges(out: dict, charges: dict, gap: np.ndarray | None) -> None:
-    """Fill in a run's charges on the full-cache rows (:func:`_charged`): the stream and answer means per layer and KV
-    head, ``regret_sum`` and, for an optimum, ``opt_lower``."""
-    total = charges.pop("regret_total")
-    out.update(charges)
-    out["regret_sum"] = float(total.sum())
-    out["opt_lower"] = None if gap is None else float(total.sum() - gap.sum())
 
 
 def run_task(task: dict) -> dict:
@@ -390,9 +375,9 @@ def run_task(task: dict) -> dict:
                 sys.stderr.flush()
     runs = [out for out, _, _ in done]
     if done:
-        charges = _charged(ref, [drops for _, drops, _ in done], [out["budget"] for out, _, _ in done])
-        for (out, _, gap), charged in zip(done, charges):
-            _add_charges(out, charged, gap)
+        charges = charged(ref, [drops for _, drops, _ in done], [out["budget"] for out, _, _ in done])
+        for (out, _, gap), run_charges in zip(done, charges):
+            add_charges(out, run_charges, gap)
     if task["progress"]:
         sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows "
                          f"({time.monotonic() - t0:.0f} s)\n")
