@@ -42,6 +42,19 @@ register_policy(LRU, "lru")
 register_policy(FIFO, "fifo")
 register_policy(LFU, "lfu")
 
+
+def default_rule(policy: DefaultPolicy, k: int) -> ClosedLoopRule:
+    """The Section 10 default at capacity ``k``.  With ``n_sinks < k <= recent + n_sinks`` its recency floor and
+    sinks hold all but at most one resident position whenever it evicts, so the victim is always the oldest position
+    that is not a sink, with no score compared and no tie drawn: StreamingLLM's window with ``n_sinks`` sinks (the
+    policy's docstring), a rule that reads no rows, so a replay need not compute them and can share the pass of the
+    same schedule (:mod:`realtrace.quality.run`).  The property test of the compiled closed loop compares it with the
+    policy object, which does read its rows."""
+    if policy.n_sinks < k <= policy.recent + policy.n_sinks:
+        return ClosedLoopRule("streaming", policy.n_sinks)
+    return ClosedLoopRule("default", policy.recent, gamma=policy.gamma, sinks=policy.n_sinks)
+
+
 register_rule(FIFO, lambda policy, k: ClosedLoopRule("fifo"))
 register_rule(StreamingLLM, lambda policy, k: ClosedLoopRule("streaming", min(policy.n_sinks, k)))
 register_rule(TOVA, lambda policy, k: ClosedLoopRule("tova"))
@@ -52,8 +65,7 @@ register_rule(GDA, lambda policy, k: None if policy.tiebreak != "attention" or p
     "auto", "unit", "zero") else ClosedLoopRule("gda", min(policy.n_pinned, k), policy.threshold, gamma=policy.gamma,
                                                 weight=0.0 if policy.weight == "zero" else 1.0))
 register_rule(Random, lambda policy, k: ClosedLoopRule("random"))
-register_rule(DefaultPolicy, lambda policy, k: ClosedLoopRule("default", policy.recent, gamma=policy.gamma,
-                                                              sinks=policy.n_sinks))
+register_rule(DefaultPolicy, default_rule)
 register_rule(Scissorhands, lambda policy, k: None if policy.drop_amount != 1 else ClosedLoopRule(
     "scissorhands", min(policy.recent, k), -1.0 if policy.threshold is None else policy.threshold, policy.history))
 

@@ -92,6 +92,23 @@ def test_compiled_closed_loop_gives_the_python_paths_schedules(spec, layer, seed
         assert np.array_equal(fast.layer_drops(2, kv_heads, scores[:, :, :0]), want)
 
 
+@pytest.mark.parametrize("recent,n_sinks", [(3, 2), (5, 0), (1, 4)])
+def test_the_default_is_streamingllm_while_its_floor_and_sinks_cover_the_budget(recent, n_sinks):
+    """:func:`policies.kernels.default_rule`: for ``n_sinks < k <= recent + n_sinks`` the compiled default is
+    StreamingLLM's window with ``n_sinks`` sinks (reading no rows), outside that range its own rule; at every
+    capacity around both edges its schedule equals the policy object's, which reads its rows (continuous and coarse
+    scores, the latter full of ties the default would draw among)."""
+    rng = np.random.default_rng(recent * 10 + n_sinks)
+    factory = policies.resolve("Default", {"recent": recent, "n_sinks": n_sinks})
+    for scores in (rng.normal(size=(6, 30, 30)) * 3, rng.integers(-2, 3, size=(6, 30, 30))):
+        scores = scores.astype(np.float32)
+        for k in range(1, recent + n_sinks + 4):
+            rule = rule_for(factory(), k)
+            assert (rule.kind == "streaming") == (n_sinks < k <= recent + n_sinks), (k, rule)
+            want = ClosedLoop(factory, k, seed=1, compiled=False).layer_drops(0, 2, scores)
+            assert np.array_equal(ClosedLoop(factory, k, seed=1).layer_drops(0, 2, scores), want), k
+
+
 @given(layer=layers())
 def test_the_observation_is_the_softmax_over_the_resident_set(layer):
     """Weights against numpy's softmax (float64) of a random resident set; the listed entries against a sorted

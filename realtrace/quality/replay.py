@@ -152,8 +152,9 @@ class ClosedLoop:
 
     def reads_rows(self) -> bool:
         """Whether the pass must compute the layer's scaled products for this plan: not when every instance runs a
-        compiled rule that reads no rows (FIFO, StreamingLLM, Random, LRU at threshold 0 on complete rows), which
-        saves a ``(query heads, T, T)`` product per layer."""
+        compiled rule that reads no rows (FIFO, StreamingLLM, Random, LRU at threshold 0 on complete rows, the §10
+        default while its floor and sinks cover the budget), which saves a ``(query heads, T, T)`` product per
+        layer."""
         rule = rule_for(self.factory(), self.capacity) if self.compiled else None
         return rule is None or rule.reads_rows(self.top)
 
