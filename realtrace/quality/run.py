@@ -14,7 +14,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its 
    press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
    from those hidden states);
 3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``; an optimum is solved at every
-   budget of the prompt on its first use, each head's trace built once):
+   budget of the prompt on its first use, each head's trace built once; runs whose schedule is known before the
+   pass and equal, from the same first row, share one pass):
 
    * ``OPT`` -- the exact NM optimum of each layer's and KV head's complete rows at ``K``, made lazy (it holds
      ``min(t + 1, K)`` positions at every step; :func:`realtrace.quality.exact.lazy_optimum`), open loop; with
