@@ -26,12 +26,11 @@ after its request (``evictions`` lists ``(s + 1, item)``), which is legal and co
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from ..engine import check_capacity
 from ..errors import ParameterError
+from ..exact_sum import fsum_array
 from ..traces import PagingTrace
 from .limbs import join
 from .mincost import DEFAULT_SOLVER, FlowNetwork, check_solver, exact_integers, solve
@@ -110,7 +109,7 @@ def rm_opt(trace: PagingTrace, capacity: int, solver: str = DEFAULT_SOLVER, reco
     hit = np.zeros(trace.n_requests, dtype=bool)
     hit[later[adjacent]] = True
     hit[g_req[sol.flow[T:] == 1]] = True
-    cost = math.fsum(costs[~hit].tolist())  # correctly rounded: scaling every cost by 2**j scales it exactly
+    cost = fsum_array(costs[~hit])  # correctly rounded: scaling every cost by 2**j scales it exactly
     misses = int(np.count_nonzero(~hit))
     evictions = None
     if record:

@@ -25,7 +25,6 @@ difference bounds how far the schedule can be from optimal.
 
 from __future__ import annotations
 
-
 import numpy as np
 
 from kvcore.exact_sum import fsum_array

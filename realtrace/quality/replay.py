@@ -305,6 +305,12 @@ class MaskedPass:
         self.bias = None  # the additive resident mask of rows ``first ..``, one buffer rewritten per KV head
         self.flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
 
+    def _fused(self, qg, kg, vg, mask, scaling):
+        """One fused attention call over the queries from row ``first`` (causal from row 0, else ``mask`` holds the
+        causal part): its output and log-sum-exp for the rows from ``start``."""
+        cut = self.start - self.first
+        return (x[:, :, cut:] for x in self.flash(qg, kg, vg, 0.0, self.first == 0, attn_mask=mask, scale=scaling))
+
     def attend(self, layer: int, query, key, value, scaling):
         torch, s, first = self.torch, self.start, self.first
         n_keys, heads = key.shape[2], key.shape[1]
@@ -328,16 +334,14 @@ class MaskedPass:
             qg = q_rows[:, g * rep:(g + 1) * rep]
             kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
             vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
-            full, lse = (x[:, :, s - first:] for x in self.flash(qg, kg, vg, 0.0, first == 0, attn_mask=self.causal,
-                                                                  scale=scaling))
+            full, lse = self._fused(qg, kg, vg, self.causal, scaling)
             if drops is None or (drops[g] >= n_keys).all():
                 outs.append(full)
                 continue
             if self.bias is None:
                 self.bias = torch.empty(n_keys - first, n_keys)
             empty = resident_bias(np.ascontiguousarray(drops[g], dtype=np.int64), first, self.bias.numpy())
-            out, lse_r = (x[:, :, s - first:] for x in self.flash(qg, kg, vg, 0.0, first == 0, attn_mask=self.bias,
-                                                                   scale=scaling))
+            out, lse_r = self._fused(qg, kg, vg, self.bias, scaling)
             # an empty resident set (a trace the coupled or static optimum starves) attends to nothing: the kernel
             # returns output 0 and log-sum-exp 0 there, but every key is displaced (L_R = -inf, m = 1)
             lse_r = lse_r.masked_fill(torch.from_numpy(empty[s - first:]), float("-inf"))
