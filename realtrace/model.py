@@ -126,24 +126,27 @@ class LoadedModel:
             return net(**kw)
 
 
-def load_tokenizer(install: bool = True, say=None):
-    """The model's tokenizer alone (no weights are read; about 13 s of CPU in the GGUF reader), e.g. to size prompts
-    before a run; ``say`` is told once everything is found and the reading starts.  Read once per process and GGUF
-    file: a command that sizes its prompts and then loads the model in the same process reads it once."""
+def load_tokenizer(install: bool = True, say=None, converted: Path | None = None):
+    """The model's tokenizer alone (no weights are read; about 13 s of CPU in the GGUF reader, 0.2 s from a
+    ``converted`` copy: :func:`load_model`), e.g. to size prompts before a run; ``say`` is told once everything is
+    found and the reading starts.  Read once per process and source: a command that sizes its prompts and then loads
+    the model in the same process reads it once."""
     _, transformers = import_torch()
     if importlib.util.find_spec("gguf") is None:
         raise MissingExtra(f"needs the [real] extra (gguf is missing): {REAL_EXTRA_HINT}")
     gguf = model_path(install)
     os.environ["HF_HUB_OFFLINE"] = "1"
-    if gguf not in _TOKENIZERS:
+    source = gguf if converted is None else converted
+    if source not in _TOKENIZERS:
         if say is not None:
-            say(f"loading the tokenizer of {gguf.name} ...")
+            say(f"loading the tokenizer of {gguf.name}{'' if converted is None else ' (converted copy)'} ...")
         with interrupts_kept():
-            _TOKENIZERS[gguf] = transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-    return _TOKENIZERS[gguf]
+            _TOKENIZERS[source] = (transformers.AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+                                   if converted is None else transformers.AutoTokenizer.from_pretrained(converted))
+    return _TOKENIZERS[source]
 
 
-_TOKENIZERS: dict = {}  # GGUF path -> its tokenizer (load_tokenizer)
+_TOKENIZERS: dict = {}  # GGUF path or converted copy -> its tokenizer (load_tokenizer)
 
 
 # glibc mallopt parameters (malloc.h): how many blocks may be served by mmap, and the free memory kept at the heap top
@@ -171,9 +174,17 @@ def keep_freed_memory() -> bool:
     return mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1) == 1
 
 
-def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None) -> LoadedModel:
+def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None,
+               converted: Path | None = None) -> LoadedModel:
     """Load tokenizer and model (float32, CPU, ``threads`` torch threads, the given attention implementation), in a
-    process whose allocator keeps freed memory (:func:`keep_freed_memory`)."""
+    process whose allocator keeps freed memory (:func:`keep_freed_memory`).
+
+    From the GGUF file by default (about 22 s: transformers parses the file four times and de-quantizes it), or from
+    ``converted``, a directory holding this model already de-quantized in the transformers format
+    (``save_pretrained`` of a model and tokenizer this function loaded from the GGUF; 0.5 s).  Both give the same
+    float32 weights and configuration, so the same numbers: the quality cache keeps such a copy
+    (:func:`realtrace.quality.cache.converted_model`, which checks its checksums and tests the equality).
+    ``LoadedModel.gguf`` names the GGUF file either way: the copy is that file's model."""
     torch, transformers = import_torch()
     keep_freed_memory()
     if importlib.util.find_spec("gguf") is None:
@@ -183,11 +194,14 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     transformers.utils.logging.disable_progress_bar()  # the weight loader's bars (the GGUF reader keeps its own)
     torch.set_num_threads(threads)
     if say is not None:
-        say(f"loading {gguf.name} (de-quantizing, ~20 s) ...")
-    tok = load_tokenizer(install=False)
+        say(f"loading {gguf.name} " + ("(de-quantizing, ~20 s) ..." if converted is None else
+                                       f"(its de-quantized copy {converted}) ..."))
+    tok = load_tokenizer(install=False, converted=converted)
+    where = {"pretrained_model_name_or_path": gguf.parent, "gguf_file": gguf.name} if converted is None else {
+        "pretrained_model_name_or_path": converted}
     with interrupts_kept():
-        model = transformers.AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                                  attn_implementation=attention, dtype=torch.float32)
+        model = transformers.AutoModelForCausalLM.from_pretrained(**where, attn_implementation=attention,
+                                                                  dtype=torch.float32)
     model.eval()
     cfg = model.config
     if (cfg.num_hidden_layers != N_LAYERS or cfg.num_key_value_heads != N_KV_HEADS

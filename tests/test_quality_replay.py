@@ -531,8 +531,9 @@ def test_runs_replaying_the_same_schedule_share_one_pass(lm, tmp_path, monkeypat
 @pytest.mark.slow
 def test_the_command_line_fills_the_cache_that_a_later_run_reads(lm, tmp_path):
     """``quality StreamingLLM --budget 6 --no-opt --cache-dir DIR --json`` as a user types it: no optimum in the
-    result, the reference computed and stored; the same study in this process then reads it (``cached``) and equals
-    the command's result."""
+    result, the reference computed and stored, and the model's de-quantized copy made and read (the command ran from
+    the copy); the same study in this process (the model from the GGUF file) then reads the reference (``cached``)
+    and equals the command's result."""
     import json
 
     from realtrace.quality.run import evaluate
@@ -547,6 +548,7 @@ def test_the_command_line_fills_the_cache_that_a_later_run_reads(lm, tmp_path):
     cold = json.loads(out)
     assert [r["config"] for r in cold["runs"]] == ["StreamingLLM", "full cache"]
     assert cold["prompts"][0]["cache"]["reference"] == "computed" and cold["settings"]["no_opt"] is True
+    assert len(list(cache.glob("model-*"))) == 1 and "(converted copy)" in err
     warm = evaluate(["StreamingLLM"], [6], None, workers=0, progress=False, prompts_file=str(path), no_opt=True,
                     cache_dir=str(cache))
     assert warm["prompts"][0]["cache"]["reference"] == "cached"

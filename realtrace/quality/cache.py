@@ -1,4 +1,5 @@
-"""The full-cache reference of a quality run, kept on disk and reused (issue 30; the model parts need ``[real]``).
+"""The full-cache reference of a quality run and the de-quantized model, kept on disk and reused (issue 30; the model
+parts need ``[real]``).
 
 Every quality run starts from the prompt's full-cache reference (:class:`realtrace.quality.run._Reference`): the
 full-cache pass's queries, keys and values of every layer (from which the complete attention rows are computed when
@@ -20,6 +21,16 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
   fan-out (:class:`realtrace.quality.replay.PressFanOut`), so a sweep that adds a budget or a press runs the eager
   prefill only for the pairs it lacks.
 
+* ``model-<digest>/`` -- a directory: the model and its tokenizer as transformers saves them (``save_pretrained``:
+  ``config.json``, ``model.safetensors`` with the float32 weights de-quantized from the GGUF file, the tokenizer's
+  files), and ``entry.json`` with the key and every other file's SHA-256.  Loading the model from the GGUF takes
+  about 22 s of CPU per process (its reader parses the file four times; a sweep on 2 workers loads it three times),
+  from this copy 0.5 s plus 0.4 s to check the checksums.  The command makes it before dispatching when it is
+  missing (:meth:`Store.model_copy`), and every process of the run loads from it (:func:`realtrace.model.load_model`
+  with ``converted``).  It is 517 MB, kept once per GGUF file and software versions, not per prompt.  Weights and
+  configuration read back equal to the GGUF's, and the tokenizer encodes and decodes alike (tested), so a run from
+  the copy gives the numbers of a run from the GGUF, bit for bit.
+
 Both paths, cold and warm, hand the run the same contiguous arrays (the cold one copies the pass's tensors into
 numpy first), so a warm run equals a cold one exactly, not only to rounding (tested).
 
@@ -29,18 +40,20 @@ transformers versions, torch's thread count and CPU capability and the machine (
 them), a digest of the source files that compute the entry (:data:`SOURCES`; editing them retires old entries),
 the entry :data:`FORMAT`, and the prompt's token ids; a press entry adds kvpress's version, the press, the budget, its
 compression ratio and the prompt length.  The prompt's name is not part of it: the same tokens under another name
-share the entry.
+share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
+(nothing computed from the weights is stored in it).
 
 Safety.  Entries are written through :func:`kvcore.atomic.replacing` (a unique temporary file renamed over the
 target): a reader sees no entry or a complete one, and two processes writing the same key both rename a complete
-file, leaving one valid entry.  On reading, the stored key must equal the key asked for and the SHA-256 of the arrays
+file, leaving one valid entry (a model copy is written into a unique temporary directory renamed to its name; a second
+writer's rename fails on the existing one and its copy is deleted).  On reading, the stored key must equal the key asked for and the SHA-256 of the arrays
 the checksum stored beside them; an entry that fails either, or does not read at all, is never used: one warning
 line on stderr, then it is recomputed and rewritten.  An entry that cannot be written (a full disk) is one warning
 line too; the run goes on.
 
 Where.  ``--cache-dir DIR``, else the environment variable :data:`ENV`, else ``$XDG_CACHE_HOME/kv-eviction-theory/
 quality`` (``~/.cache/...`` without ``XDG_CACHE_HOME``); ``--no-cache`` neither reads nor writes.  To clear it,
-delete the directory (or its ``*.npz`` files); nothing else is kept there.  With ``--scheduler`` the path is the
+delete the directory (or its ``*.npz`` files and ``model-*`` directories); nothing else is kept there.  With ``--scheduler`` the path is the
 workers' own.
 """
 
@@ -49,12 +62,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 
-from kvcore.atomic import replacing
+from kvcore.atomic import replacing, user_file_mode
 from kvcore.errors import ParameterError
 
 ENV = "KV_QUALITY_CACHE"
@@ -62,6 +77,7 @@ FORMAT = 1
 SOURCES = ("realtrace/model.py", "realtrace/quality/replay.py", "realtrace/quality/cache.py")
 PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides what a press's choice is
 META = "__key__"
+MODEL_ENTRY = "entry.json"  # in a model copy: its key and the SHA-256 of every other file
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -189,6 +205,30 @@ class Store:
         self.write(kind, key, arrays)
         return arrays, "computed" if self.directory is not None else "off"
 
+    def model_copy(self, install: bool = False, say=None) -> Path | None:
+        """The directory of the model's de-quantized copy in the store (module docstring), made from the GGUF file
+        first when it is missing or fails its check; ``None`` without a directory, or when the copy cannot be
+        written (one warning line; the caller reads the GGUF)."""
+        if self.directory is None:
+            return None
+        from ..model import load_model, model_path
+
+        key = copy_key(model_path(install))
+        entry = self.directory / f"model-{digest(key)}"
+        try:
+            if read_model_copy(entry, key):
+                return entry
+        except CorruptEntry as exc:
+            self.warn(f"warning: quality cache entry {entry}: {exc}; recomputing it")
+            discard(entry)
+        lm = load_model(install=False, threads=1, say=say)
+        try:
+            write_model_copy(entry, key, lm)
+        except OSError as exc:
+            self.warn(f"warning: quality cache entry {entry} not written ({exc.strerror or exc}); the run goes on")
+            return None
+        return entry
+
 
 # ---- the model's side (needs [real]) -----------------------------------------------------------------------------
 
@@ -200,26 +240,96 @@ def sources_digest(paths) -> str:
     return h.hexdigest()
 
 
+def file_sha256(path: str | Path) -> str:
+    with open(path, "rb") as fh:
+        return hashlib.file_digest(fh, "sha256").hexdigest()
+
+
 _GGUF_SHA: dict[str, str] = {}
+
+
+def weights_identity(gguf: Path) -> dict:
+    """The model's weights and the software that reads them: name, variant, package and installed version, the GGUF
+    file's name and SHA-256, the torch and transformers versions."""
+    from importlib.metadata import version
+
+    from ..model import MODEL_DIST, MODEL_NAME, MODEL_QUANT
+
+    path = str(gguf)
+    if path not in _GGUF_SHA:
+        _GGUF_SHA[path] = file_sha256(path)
+    return {"format": FORMAT, "model": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST,
+            "installed": version(MODEL_DIST.split("==")[0]), "gguf": [Path(path).name, _GGUF_SHA[path]],
+            "torch": version("torch"), "transformers": version("transformers")}
 
 
 def model_identity(lm) -> dict:
     """Everything about the loaded model and its runtime that determines the reference (module docstring)."""
     import platform
-    from importlib.metadata import version
 
-    from ..model import MODEL_DIST, MODEL_NAME, MODEL_QUANT
-
-    path = str(lm.gguf)
-    if path not in _GGUF_SHA:
-        with open(path, "rb") as fh:
-            _GGUF_SHA[path] = hashlib.file_digest(fh, "sha256").hexdigest()
     torch = lm.torch
-    return {"format": FORMAT, "model": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST,
-            "installed": version(MODEL_DIST.split("==")[0]), "gguf": [Path(path).name, _GGUF_SHA[path]],
-            "torch": version("torch"), "transformers": version("transformers"), "threads": torch.get_num_threads(),
+    return {**weights_identity(lm.gguf), "threads": torch.get_num_threads(),
             "cpu": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
             "code": sources_digest(SOURCES)}
+
+
+def copy_key(gguf: Path) -> dict:
+    """The key of the model's de-quantized copy (module docstring)."""
+    return {"entry": "de-quantized model", **weights_identity(gguf)}
+
+
+def read_model_copy(entry: Path, key: dict) -> bool:
+    """True if ``entry`` holds the copy for ``key``, False if there is none; :class:`CorruptEntry` if there is one
+    that cannot be trusted (unreadable, another key, a file missing, extra or failing its SHA-256)."""
+    if not entry.exists():
+        return False
+    try:
+        meta = json.loads((entry / MODEL_ENTRY).read_text(encoding="utf-8"))
+        present = {p.name for p in entry.iterdir()} - {MODEL_ENTRY}
+    except (OSError, ValueError) as exc:
+        raise CorruptEntry(f"unreadable ({type(exc).__name__}: {exc})") from None
+    if not isinstance(meta, dict) or meta.get("key") != canonical(key):
+        raise CorruptEntry("its stored key is not the key it is filed under")
+    files = meta.get("files")
+    if not isinstance(files, dict) or set(files) != present:
+        raise CorruptEntry("its files are not the files it lists")
+    for name in sorted(files):
+        try:
+            ok = file_sha256(entry / name) == files[name]
+        except OSError as exc:
+            raise CorruptEntry(f"{name} unreadable ({exc.strerror or exc})") from None
+        if not ok:
+            raise CorruptEntry(f"checksum mismatch ({name})")
+    return True
+
+
+def write_model_copy(entry: Path, key: dict, lm) -> None:
+    """Save ``lm`` (loaded from the GGUF) as the copy for ``key`` at ``entry``: into a unique temporary directory
+    beside it, checksums last, then renamed; if another process renamed its copy there first, that one stays."""
+    tmp = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}."))
+    try:
+        lm.model.save_pretrained(tmp)
+        lm.tokenizer.save_pretrained(tmp)
+        files = {p.name: file_sha256(p) for p in sorted(tmp.iterdir())}
+        (tmp / MODEL_ENTRY).write_text(json.dumps({"key": canonical(key), "files": files}), encoding="utf-8")
+        os.chmod(tmp, user_file_mode() | 0o111)  # mkdtemp makes 0700; a directory as mkdir would make it
+        try:
+            os.rename(tmp, entry)
+        except OSError:
+            if not entry.exists():
+                raise
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def discard(entry: Path) -> None:
+    """Remove a model copy that failed its check: renamed away first, so no reader sees it half deleted."""
+    gone = Path(tempfile.mkdtemp(dir=entry.parent, prefix=f".{entry.name}.discarded."))
+    try:
+        os.rename(entry, gone / entry.name)
+    except OSError:
+        pass  # already gone (another process discarded it)
+    shutil.rmtree(gone, ignore_errors=True)
 
 
 def reference_key(identity: dict, ids) -> dict:
@@ -291,5 +401,6 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
     return out, len(wanted) - len(missing)
 
 
-__all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "default_dir", "digest",
-           "full_cache", "model_identity", "press_drops", "press_key", "read_entry", "reference_key", "write_entry"]
+__all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "copy_key", "default_dir", "digest",
+           "full_cache", "model_identity", "press_drops", "press_key", "read_entry", "read_model_copy",
+           "reference_key", "weights_identity", "write_entry", "write_model_copy"]

@@ -184,13 +184,15 @@ def all_configs(mode: str = "closed", policies: list[str] | None = None, presses
 _MODEL: dict[int, object] = {}
 
 
-def worker_model(threads: int):
-    """The model, loaded once per process (a task never installs it: the command did, before dispatching)."""
+def worker_model(threads: int, cache: str | None = None):
+    """The model, loaded once per process (a task never installs it: the command did, before dispatching), from its
+    de-quantized copy in the ``cache`` directory (:meth:`realtrace.quality.cache.Store.model_copy`) if there is one."""
     if threads not in _MODEL:
         from ..model import load_model
+        from .cache import Store
 
         _MODEL.clear()
-        _MODEL[threads] = load_model(install=False, threads=threads)
+        _MODEL[threads] = load_model(install=False, threads=threads, converted=Store(cache).model_copy())
     return _MODEL[threads]
 
 
@@ -354,7 +356,7 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
 def run_task(task: dict) -> dict:
     """One prompt: the reference, then every config at every budget (module docstring).  ``task`` holds everything
     it needs (prompt ids, budgets, configs, seed, top, threads), so it runs the same anywhere."""
-    lm = worker_model(task["threads"])
+    lm = worker_model(task["threads"], task["cache"])
     prompt = PromptIds(**task["prompt"])
     configs = [Config(**{**c, "params": tuple(map(tuple, c["params"]))}) for c in task["configs"]]
     budgets = tuple(task["budgets"])
@@ -449,8 +451,14 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     files = {c.spec: read_schedule_file(c.spec) for c in cfgs if c.kind == "file"}
     for path, arrays in files.items():
         check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
-    # the tokenizer of a model this process already loaded (tests), else the tokenizer alone (~13 s of CPU)
-    tok = next(iter(_MODEL.values())).tokenizer if _MODEL else load_tokenizer(install=True, say=say)
+    # the tokenizer of a model this process already loaded (tests), else the tokenizer alone: from the model's copy
+    # in the cache, made first if missing (the workers then load the copy), or from the GGUF file (~13 s of CPU)
+    if _MODEL:
+        tok = next(iter(_MODEL.values())).tokenizer
+    else:
+        from .cache import Store
+
+        tok = load_tokenizer(install=True, say=say, converted=Store(store_dir).model_copy(install=True, say=say))
     ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
     for path, arrays in files.items():
