@@ -5,7 +5,9 @@ this module only orchestrates.  The quick profile always reads the committed set
 needs reruns its commands (each a subprocess, from the repository root) into a staging directory inside the output
 root -- never over the committed files -- and, for the rest of the run, the claims and figures read that directory
 in the set's place (:func:`realtrace.inputs_from`); the staging directory is removed when the run ends.
-``--recompute NAMES`` limits which sets are remade.  Every set a run reads from its committed files is named in
+``--recompute NAMES`` limits which sets are remade.  Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
+step is one single-threaded model process), the costliest first (:attr:`QualityInput.cpu_minutes`), on a local
+:class:`kvcore.tasks.TaskPool` of threads (the ``[dist]`` extra; one after the other without it).  Every set a run reads from its committed files is named in
 exactly one stderr line starting ``FALLBACK:``, with the reason (quick profile, not selected, a missing extra, or
 a recompute that failed, each failure reported in one line of its own).
 """
@@ -22,6 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from kvcore.errors import ParameterError
+from kvcore.tasks import dask_available, map_tasks
 from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
 
 from .report import REPO_ROOT, progress
@@ -30,6 +33,7 @@ QUICK = "quick profile; --full recomputes them from the model"
 NOT_SELECTED = "not selected by --recompute"
 FAILED = "recompute failed: the line above says why"
 EXTRA_MODULES = {"real": ("torch", "transformers", "gguf"), "kvpress": ("kvpress",)}
+RECOMPUTE_WORKERS = 2  # sets remade at once: one per core of the 2-core machine the --full goal is set for
 
 
 class RecomputeFailed(Exception):
@@ -111,6 +115,26 @@ def recompute(s: QualityInput, target: Path) -> None:
         shutil.copyfile(REPO_ROOT / s.directory / name, target / name)
 
 
+def _recompute_job(job: tuple[QualityInput, Path]) -> str | None:
+    """Remake the set ``job[0]`` into ``job[1]``: ``None``, or the failure in one line (one set's failure does not
+    stop the others)."""
+    try:
+        recompute(*job)
+    except RecomputeFailed as exc:
+        return str(exc)
+    return None
+
+
+def recompute_all(sets: list[QualityInput], staging: Path) -> dict[str, str | None]:
+    """Remake ``sets`` into ``staging/<name>``, :data:`RECOMPUTE_WORKERS` at once when dask is installed, the
+    costliest first: ``{name: None or the failure}``."""
+    jobs = [(s, staging / s.name) for s in sorted(sets, key=lambda s: -s.cpu_minutes)]
+    workers = min(RECOMPUTE_WORKERS, len(jobs)) if dask_available() else 1
+    done = map_tasks(_recompute_job, jobs, workers=workers, processes=False, retries=0, progress=False,
+                     key="recompute")
+    return {s.name: failure for (s, _), failure in zip(jobs, done)}
+
+
 def fallback_line(reasons: dict[str, str]) -> str:
     """The one ``FALLBACK:`` line: every set read from its committed files, grouped by reason."""
     groups: dict[str, list[str]] = {}
@@ -133,17 +157,20 @@ def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
     staged: dict[str, Path] = {}
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".paper_check-staging-inputs-")) if full and sets else None
     try:
+        todo = []
         for s in sets:
             why = QUICK if not full else NOT_SELECTED if s.name not in chosen else missing_extra(s)
             if why is None:
-                try:
-                    recompute(s, staging / s.name)
-                    staged[s.name] = staging / s.name
-                    continue
-                except RecomputeFailed as exc:
-                    progress(f"paper_check: recompute of {s.directory} failed: {exc}")
-                    why = FAILED
-            reasons[s.name] = why
+                todo.append(s)
+            else:
+                reasons[s.name] = why
+        for name, failure in recompute_all(todo, staging).items() if todo else ():
+            if failure is None:
+                staged[name] = staging / name
+            else:
+                progress(f"paper_check: recompute of realtrace/data/{name} failed: {failure}")
+                reasons[name] = FAILED
+        reasons = {s.name: reasons[s.name] for s in sets if s.name in reasons}  # declaration order in the line
         if reasons:
             progress(fallback_line(reasons))
         used = {cid: {s.name: "recomputed" if s.name in staged else "committed" for s in sets if cid in s.claims}

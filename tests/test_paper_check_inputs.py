@@ -203,3 +203,40 @@ def test_full_recomputes_value_directions_from_the_model_and_decides_from_it(tmp
     assert fallback_lines(err) == [], err
     assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/value_directions (recomputed)"
     assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+RENDEZVOUS = """import pathlib, sys, time
+here, other = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2])
+here.write_text("started")
+deadline = time.monotonic() + 20
+while not other.exists():  # finishes only if the other set's step runs at the same time
+    if time.monotonic() > deadline:
+        sys.exit("the other set never started while this one ran")
+    time.sleep(0.05)
+print(here.name)
+"""
+
+
+def test_two_sets_are_remade_at_once_the_costliest_first_and_a_failure_stops_no_other(tmp_path):
+    """Three stand-in sets: two whose steps each wait for the other's to start (so they pass only when run at the
+    same time), and one that fails; the failure is one line and the others are remade; the order is by cost."""
+    pytest.importorskip("distributed", reason="the sets are remade at once on the [dist] extra's TaskPool")
+    from theorems.quality_inputs import QualityInput, Step
+
+    marks = tmp_path / "marks"
+    marks.mkdir()
+
+    def waiting(me: str, other: str, minutes: float) -> QualityInput:
+        return QualityInput(me, (), (Step(("{python}", "-c", RENDEZVOUS, str(marks / me), str(marks / other)),
+                                          stdout="out.txt"),), cpu_minutes=minutes)
+
+    failing = QualityInput("broken", (), (Step(("{python}", "-c", "import sys; sys.exit('no model here')")),),
+                           cpu_minutes=0.5)
+    sets = [failing, waiting("a", "b", 1.0), waiting("b", "a", 2.0)]
+    assert [s.name for s in sorted(sets, key=lambda s: -s.cpu_minutes)] == ["b", "a", "broken"]
+    got = inputs.recompute_all(sets, tmp_path / "staging")
+    assert list(got) == ["b", "a", "broken"]
+    assert got["a"] is None and got["b"] is None, got
+    assert got["broken"].startswith("step 1/1 (python -c import sys") and got["broken"].endswith("no model here")
+    for name in "ab":
+        assert (tmp_path / "staging" / name / "out.txt").read_text() == f"{name}\n"
