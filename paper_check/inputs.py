@@ -5,11 +5,11 @@ this module only orchestrates.  The quick profile always reads the committed set
 needs reruns its commands (each a subprocess, from the repository root) into a staging directory inside the output
 root -- never over the committed files -- and, for the rest of the run, the claims and figures read that directory
 in the set's place (:func:`realtrace.inputs_from`); the staging directory is removed when the run ends.
-``--recompute NAMES`` limits which sets are remade.  Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
-step is one single-threaded model process), the costliest first (:attr:`QualityInput.cpu_minutes`), on a local
-:class:`kvcore.tasks.TaskPool` of threads (the ``[dist]`` extra; one after the other without it).  Every set a run reads from its committed files is named in
-exactly one stderr line starting ``FALLBACK:``, with the reason (quick profile, not selected, a missing extra, or
-a recompute that failed, each failure reported in one line of its own).
+``--recompute NAMES`` limits which sets are remade. Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
+step is one single-threaded model process), the costliest first (:attr:`QualityInput.minutes`), on a local
+:class:`kvcore.tasks.TaskPool` of threads (the ``[dist]`` extra; one after the other without it). Every set a run
+reads from its committed files is named in exactly one stderr line starting ``FALLBACK:``, with the reason (quick
+profile, not selected, a missing extra, or a recompute that failed, each failure reported in one line of its own).
 """
 
 from __future__ import annotations
@@ -128,7 +128,7 @@ def _recompute_job(job: tuple[QualityInput, Path]) -> str | None:
 def recompute_all(sets: list[QualityInput], staging: Path) -> dict[str, str | None]:
     """Remake ``sets`` into ``staging/<name>``, :data:`RECOMPUTE_WORKERS` at once when dask is installed, the
     costliest first: ``{name: None or the failure}``."""
-    jobs = [(s, staging / s.name) for s in sorted(sets, key=lambda s: -s.cpu_minutes)]
+    jobs = [(s, staging / s.name) for s in sorted(sets, key=lambda s: -s.minutes)]
     workers = min(RECOMPUTE_WORKERS, len(jobs)) if dask_available() else 1
     done = map_tasks(_recompute_job, jobs, workers=workers, processes=False, retries=0, progress=False,
                      key="recompute")

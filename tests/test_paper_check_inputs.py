@@ -44,13 +44,15 @@ def fallback_lines(err: str) -> list[str]:
 def test_every_committed_model_result_set_is_declared_with_its_claims():
     """Each ``realtrace/data/quality_*`` directory and ``value_directions`` is declared (a claim that adds a set
     registers its recompute), every declared directory exists, names registered claims only, and -- since
-    regret-surrogate reads every ``quality_*`` set -- names regret-surrogate there."""
+    regret-surrogate reads every ``quality_*`` set -- names regret-surrogate there; each states what its recompute
+    costs (the order --full remakes them in)."""
     declared = {s.name for s in QUALITY_INPUTS}
     committed = {p.name for p in DATA_DIR.glob("quality_*") if p.is_dir()} | {"value_directions"}
     assert committed == declared
     for s in QUALITY_INPUTS:
         assert (ROOT / s.directory).is_dir() and s.claims and set(s.claims) <= set(CLAIMS), s.name
         assert (SURROGATE in s.claims) == s.name.startswith("quality_"), s.name
+        assert s.minutes > 0, s.name
 
 
 @pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
@@ -228,12 +230,12 @@ def test_two_sets_are_remade_at_once_the_costliest_first_and_a_failure_stops_no_
 
     def waiting(me: str, other: str, minutes: float) -> QualityInput:
         return QualityInput(me, (), (Step(("{python}", "-c", RENDEZVOUS, str(marks / me), str(marks / other)),
-                                          stdout="out.txt"),), cpu_minutes=minutes)
+                                          stdout="out.txt"),), minutes=minutes)
 
     failing = QualityInput("broken", (), (Step(("{python}", "-c", "import sys; sys.exit('no model here')")),),
-                           cpu_minutes=0.5)
+                           minutes=0.5)
     sets = [failing, waiting("a", "b", 1.0), waiting("b", "a", 2.0)]
-    assert [s.name for s in sorted(sets, key=lambda s: -s.cpu_minutes)] == ["b", "a", "broken"]
+    assert [s.name for s in sorted(sets, key=lambda s: -s.minutes)] == ["b", "a", "broken"]
     got = inputs.recompute_all(sets, tmp_path / "staging")
     assert list(got) == ["b", "a", "broken"]
     assert got["a"] is None and got["b"] is None, got

@@ -43,18 +43,18 @@ compression ratio and the prompt length.  The prompt's name is not part of it: t
 share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
 (nothing computed from the weights is stored in it).
 
-Safety.  Entries are written through :func:`kvcore.atomic.replacing` (a unique temporary file renamed over the
+Safety. Entries are written through :func:`kvcore.atomic.replacing` (a unique temporary file renamed over the
 target): a reader sees no entry or a complete one, and two processes writing the same key both rename a complete
-file, leaving one valid entry (a model copy is written into a unique temporary directory renamed to its name; a second
-writer's rename fails on the existing one and its copy is deleted).  On reading, the stored key must equal the key asked for and the SHA-256 of the arrays
-the checksum stored beside them; an entry that fails either, or does not read at all, is never used: one warning
-line on stderr, then it is recomputed and rewritten.  An entry that cannot be written (a full disk) is one warning
-line too; the run goes on.
+file, leaving one valid entry (a model copy is written into a unique temporary directory renamed to its name; a
+second writer's rename fails on the existing one and its copy is deleted). On reading, the stored key must equal the
+key asked for and the SHA-256 of the arrays the checksum stored beside them; an entry that fails either, or does not
+read at all, is never used: one warning line on stderr, then it is recomputed and rewritten. An entry that cannot be
+written (a full disk) is one warning line too; the run goes on.
 
-Where.  ``--cache-dir DIR``, else the environment variable :data:`ENV`, else ``$XDG_CACHE_HOME/kv-eviction-theory/
-quality`` (``~/.cache/...`` without ``XDG_CACHE_HOME``); ``--no-cache`` neither reads nor writes.  To clear it,
-delete the directory (or its ``*.npz`` files and ``model-*`` directories); nothing else is kept there.  With ``--scheduler`` the path is the
-workers' own.
+Where. ``--cache-dir DIR``, else the environment variable :data:`ENV`, else ``$XDG_CACHE_HOME/kv-eviction-theory/
+quality`` (``~/.cache/...`` without ``XDG_CACHE_HOME``); ``--no-cache`` neither reads nor writes. To clear it,
+delete the directory (or its ``*.npz`` files and ``model-*`` directories); nothing else is kept there. With
+``--scheduler`` the path is the workers' own.
 """
 
 from __future__ import annotations
