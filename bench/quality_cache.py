@@ -5,8 +5,8 @@ Three runs of ``python -m paper_check quality NAME --budget K --prompts P --work
 --cache-dir DIR`` as a user types them, each in a fresh process, into a cache directory that starts empty:
 
 ``cold``    the full-cache reference (and any press's choice) computed and written, the exact optimum replayed
-            beside the configuration (the default);
-``warm``    the same command again: the reference read back;
+            beside the configuration (the default), and the model's de-quantized copy made;
+``warm``    the same command again: the reference and the model's copy read back;
 ``no-opt``  the same command with ``--no-opt``, warm: neither the optimum's solve nor its replay.
 
 With ``--no-opt`` every run goes without the optimum and only ``cold`` and ``warm`` run (the reference's share of a

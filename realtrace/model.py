@@ -179,11 +179,12 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     """Load tokenizer and model (float32, CPU, ``threads`` torch threads, the given attention implementation), in a
     process whose allocator keeps freed memory (:func:`keep_freed_memory`).
 
-    From the GGUF file by default (about 22 s: transformers parses the file four times and de-quantizes it), or from
-    ``converted``, a directory holding this model already de-quantized in the transformers format
-    (``save_pretrained`` of a model and tokenizer this function loaded from the GGUF; 0.5 s).  Both give the same
-    float32 weights and configuration, so the same numbers: the quality cache keeps such a copy
-    (:func:`realtrace.quality.cache.converted_model`, which checks its checksums and tests the equality).
+    From the GGUF file by default (about 18 s of CPU in a fresh process: transformers parses the file four times and
+    de-quantizes it), or from ``converted``, a directory holding this model already de-quantized in the transformers
+    format (``save_pretrained`` of a model and tokenizer this function loaded from the GGUF; about 3 s).  Both give
+    the same float32 weights and configuration, so the same numbers: the quality cache keeps such a copy and checks
+    its checksums before it is used (:meth:`realtrace.quality.cache.Store.model_copy`;
+    ``tests/test_quality_model_copy.py`` tests the equality).
     ``LoadedModel.gguf`` names the GGUF file either way: the copy is that file's model."""
     torch, transformers = import_torch()
     keep_freed_memory()

@@ -24,8 +24,8 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
 * ``model-<digest>/`` -- a directory: the model and its tokenizer as transformers saves them (``save_pretrained``:
   ``config.json``, ``model.safetensors`` with the float32 weights de-quantized from the GGUF file, the tokenizer's
   files), and ``entry.json`` with the key and every other file's SHA-256.  Loading the model from the GGUF takes
-  about 22 s of CPU per process (its reader parses the file four times; a sweep on 2 workers loads it three times),
-  from this copy 0.5 s plus 0.4 s to check the checksums.  The command makes it before dispatching when it is
+  about 18 s of CPU per process (its reader parses the file four times; a sweep on 2 workers loads it three times),
+  from this copy 3.1 s, 0.4 s of it checking the checksums (a fresh process each, measured).  The command makes it before dispatching when it is
   missing (:meth:`Store.model_copy`), and every process of the run loads from it (:func:`realtrace.model.load_model`
   with ``converted``).  It is 517 MB, kept once per GGUF file and software versions, not per prompt.  Weights and
   configuration read back equal to the GGUF's, and the tokenizer encodes and decodes alike (tested), so a run from
