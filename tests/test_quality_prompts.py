@@ -33,6 +33,37 @@ def test_needle_prompt_states_three_codes_in_depth_order_and_asks_one():
         assert sum(words(t) for _, t in p.parts) + words(p.answer) <= int(name.split("-")[1])
 
 
+def _resolve(text: str) -> tuple[str, dict]:
+    """The answer a reader of ``text`` derives by following its sentences (not the builder's bookkeeping), and where
+    (fraction of the characters) the fact and the link to it stand."""
+    question = re.search(r"Question: What is the code for the (\w+) locker\?", text)
+    asked, end = question.group(1), question.start()
+    codes = {m.group(1): (m.group(2), m.start() / end)
+             for m in re.finditer(r"The code for the (\w+) locker is (\d{4})\.", text[:end])}
+    same = {m.group(1): (m.group(2), m.start() / end)
+            for m in re.finditer(r"The (\w+) locker has the same code as the (\w+) locker\.", text)}
+    alias = {m.group(1): (m.group(2), m.start() / end)
+             for m in re.finditer(r'"the (\w+) locker" means the (\w+) locker\.', text)}
+    link, link_at = (same | alias)[asked]
+    assert asked not in codes  # one hop is not enough
+    code, fact_at = codes[link]
+    return code, {"fact": fact_at, "link": link_at, "direct": len(codes), "alias": asked in alias}
+
+
+@pytest.mark.parametrize("kind", ["chain", "alias"])
+@pytest.mark.parametrize("depth", [10, 90])
+def test_two_hop_prompts_need_both_sentences_and_put_the_first_at_the_depth(kind, depth):
+    p = build(f"{kind}-600-d{depth}", words)
+    code, where = _resolve(p.text)
+    assert p.answer == f" {code}" and where["alias"] == (kind == "alias")
+    # chain: the code stated at the depth and the link at the other end; alias: the definition at the depth
+    first = where["fact"] if kind == "chain" else where["link"]
+    second = where["link"] if kind == "chain" else where["fact"]
+    assert abs(first - depth / 100) < 0.08 and abs(second - (1 - depth / 100)) < 0.08, where
+    assert where["direct"] == 2  # the hop's code and the 50 % needle, a distractor
+    assert build(f"{kind}-600-d{depth}", words) == p and p.text != build(f"needle-600-d{depth}", words).text
+
+
 def test_kv_prompt_asks_the_right_line():
     p = build("kv-30-7", words)
     lines = p.parts[1][1].splitlines()
@@ -50,7 +81,8 @@ def test_prompts_are_deterministic_and_distinct():
 
 
 def test_bad_names_are_one_line_errors():
-    for bad in ("needle-100-d10", "needle-500-d30", "kv-3-4", "haystack", "needle-500"):
+    for bad in ("needle-100-d10", "needle-500-d30", "kv-3-4", "haystack", "needle-500", "chain-500-d50",
+                "alias-100-d10", "hop-500-d10"):
         with pytest.raises(ParameterError) as exc:
             build(bad, words)
         assert "\n" not in str(exc.value)

@@ -67,6 +67,20 @@ from theorems.results.workingset import measure
 print(json.dumps(measure(say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
 """
 WORKINGSET_PROMPTS = "needle-400-d10,needle-400-d90,needle-600-d10,needle-600-d90,kv-24-12,kv-40-20,shift-12-d50"
+# realtrace/data/long_range_two_hop/PROVENANCE.md: the same two steps on the two-hop prompts
+TWO_HOP_SCRIPT = """import json, sys
+from theorems.results.workingset import HOP_PROMPTS, measure
+print(json.dumps(measure(HOP_PROMPTS, say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
+"""
+TWO_HOP_PROMPTS = ("alias-400-d10,alias-400-d90,alias-600-d10,alias-600-d90,chain-400-d10,chain-400-d90,"
+                   "chain-600-d10,chain-600-d90")
+
+
+def _workingset_sweep(prompts: str) -> Step:
+    """The working-set sweep (realtrace/data/quality_workingset/PROVENANCE.md) on ``prompts``, to ``sweep.json``."""
+    return Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM", "--presses",
+                 "none", "--budgets", "16,32,64,128,256", "--prompts", prompts, "--opt-top", "32", "--threads", "1",
+                 "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json")
 EASY5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 
 
@@ -119,10 +133,11 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.5),
     QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
                                         SURROGATE), (
-        Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM", "--presses",
-              "none", "--budgets", "16,32,64,128,256", "--prompts", WORKINGSET_PROMPTS, "--opt-top", "32", "--threads",
-              "1", "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json"),
+        _workingset_sweep(WORKINGSET_PROMPTS),
         Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=5.3),
+    QualityInput("long_range_two_hop", ("long-range-floor",), (
+        _workingset_sweep(TWO_HOP_PROMPTS),
+        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=5.1),
     QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "64,128", "--prompts", EASY5, "--steps", out="easy_K64_K128.json"),
         _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json"),

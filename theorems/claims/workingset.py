@@ -280,12 +280,12 @@ def adaptive_budget_quality_decide(v: dict, e: dict) -> Decision:
 # Claim 5: long-range workloads need larger budgets
 # ---------------------------------------------------------------------------------------------------------------------
 
-def pair_statistics(t: dict) -> list[dict]:
-    """Per counted (far, near) pair of :data:`~theorems.results.workingset.PAIRS`: both working sets and their ratio,
-    and per policy both floors (``None`` above the grid), their ratio (``None`` when either is above the grid) and
-    whether the far one is higher."""
+def pair_statistics(t: dict, pairs=W.PAIRS) -> list[dict]:
+    """Per counted (far, near) pair of ``pairs`` (default :data:`~theorems.results.workingset.PAIRS`): both working
+    sets and their ratio, and per policy both floors (``None`` above the grid), their ratio (``None`` when either
+    is above the grid) and whether the far one is higher."""
     out = []
-    for far, near in W.PAIRS:
+    for far, near in pairs:
         if far not in t["prompts"] or near not in t["prompts"]:
             continue
         wf, wn = t["prompts"][far]["ws"], t["prompts"][near]["ws"]
@@ -307,8 +307,23 @@ def long_range_floor(ctx: Context) -> Computed:
     expected = {"working_set": "larger for long-range prompts", "floor_ratio": "about the working-set ratio"}
     if t is None:
         return Computed({"measured": False, "control": control}, expected, {"test": TEST, "missing": MISSING})
+    evidence = _evidence(ctx)
+    evidence["data"] += f"; realtrace/data/{W.HOP_DIRECTORY.name} ({W.SWEEP}, {W.WORKING_SETS})"
     return Computed({"measured": True, "control": control, "margin": MARGIN, "pairs": pair_statistics(t),
-                     "opt_gap_max": t["opt_gap_max"]}, expected, _evidence(ctx))
+                     "opt_gap_max": t["opt_gap_max"], "two_hop": two_hop_statistics(t, cached(
+                         W.committed_table, prompts=W.HOP_PROMPTS))}, expected, evidence)
+
+
+def two_hop_statistics(t: dict, h: dict | None) -> dict:
+    """The two-hop prompts (``h``, their table; None when not committed) against the one-hop prompts of ``t``:
+    which the full cache answers right, and :func:`pair_statistics` of :data:`~theorems.results.workingset.HOP_PAIRS`
+    on both tables together."""
+    if h is None:
+        return {"measured": False}
+    both = {"prompts": {**t["prompts"], **h["prompts"]},
+            "floors": {pol: {**t["floors"][pol], **h["floors"][pol]} for pol in t["floors"]}}
+    return {"measured": True, "counted": h["counted"], "excluded": h["excluded"],
+            "pairs": pair_statistics(both, W.HOP_PAIRS), "opt_gap_max": h["opt_gap_max"]}
 
 
 def _ratio_about(f: dict, ws_ratio: float) -> bool:
@@ -337,35 +352,66 @@ def long_range_floor_decide(v: dict, e: dict) -> Decision:
     not-checkable without the sweep or a counted pair, or when the measure does not see the planted long-range
     head as larger by more than 10 % (positive control: planted rows with facts revisited far back); holds when
     all three hold; holds-with-correction when the working set is larger and the floor higher but not by about the
-    ratio; not-reproduced otherwise (an empirical claim on one model; the readings give each part)."""
+    ratio; not-reproduced otherwise (an empirical claim on one model; the readings give each part).  A fourth
+    reading takes "a fact far back" as two-hop recall (:func:`two_hop_reading`, its own verdict, in the summary);
+    the verdict above stays the needle pairs', as declared before the two-hop prompts existed."""
     c = v["control"]
     ctl = f"planted control (T = {c['T']}): working set {c['near']} near, {c['long_range']} with revisited facts"
     if not v["measured"] or not v.get("pairs"):
         return Decision("not-checkable", f"Missing input: {MISSING}; {ctl}.")
     if c["ratio"] <= 1 + MARGIN:
         return Decision("not-checkable", f"The measure cannot see a planted larger working set: {ctl}.")
-    cases = [(p, pol, f) for p in v["pairs"] for pol, f in p["floors"].items()]
-    larger = all(p["ws_ratio"] > 1 + MARGIN for p in v["pairs"])
-    higher = sum(f["higher"] for _, _, f in cases) * 2 > len(cases)
-    about = sum(_ratio_about(f, p["ws_ratio"]) for p, _, f in cases) * 2 > len(cases)
-    verdict = ("holds" if about else "holds-with-correction") if larger and higher else "not-reproduced"
-    pairs = "; ".join(
-        f"{p['far']} vs {p['near']}: working set {fmt(p['ws_far'], 3)} vs {fmt(p['ws_near'], 3)} (ratio "
-        f"{fmt(p['ws_ratio'], 3)}), floors " + ", ".join(f"{pol} {_above(f['far'])}/{_above(f['near'])}"
-                                                          for pol, f in p["floors"].items()) for p in v["pairs"])
+    p = pair_parts(v["pairs"])
+    readings = {
+        "larger working set (by more than 10 % on every pair)": {"verdict": "holds" if p["larger"] else
+                                                                 "not-reproduced", "finding": p["text"]},
+        "higher floor (far above near)": {"verdict": "holds" if p["higher"] else "not-reproduced",
+                                          "finding": f"{p['n_high']} of {p['cases']} (policy, pair) cases"},
+        "floor ratio about the working-set ratio (within a factor 2)": {
+            "verdict": "holds" if p["about"] else "not-reproduced", "finding": f"{p['n_about']} of {p['cases']} cases"},
+        HOP_READING: two_hop_reading(v.get("two_hop"))}
+    summary = (f"{p['text']}.  Far floor higher in {p['n_high']} of {p['cases']} (policy, pair) cases; floor ratio "
+               f"within a factor 2 of the working-set ratio in {p['n_about']}.  Optimum on top-{W.OPT_TOP} rows "
+               f"(largest gap bound {fmt(v['opt_gap_max'], 3)}).  Positive control: {ctl}.  Under the two-hop "
+               f"reading: {readings[HOP_READING]['verdict']}; {readings[HOP_READING]['finding']}")
+    correction = None if p["verdict"] != "holds-with-correction" else (
+        f"The far prompts have the larger working set and the higher floor, but the floor ratio matches the "
+        f"working-set ratio within a factor 2 in only {p['n_about']} of {p['cases']} cases.")
+    return Decision(p["verdict"], summary, correction, readings)
+
+
+HOP_READING = "two-hop prompts (a fact or a definition far back reached through a link)"
+
+
+def pair_parts(pairs: list[dict]) -> dict:
+    """The three parts of the long-range claim on (far, near) pairs (:func:`long_range_floor_decide`), their verdict
+    and a sentence naming every pair's working sets and floors."""
+    cases = [(p, pol, f) for p in pairs for pol, f in p["floors"].items()]
+    larger = all(p["ws_ratio"] > 1 + MARGIN for p in pairs)
     n_high = sum(f["higher"] for _, _, f in cases)
     n_about = sum(_ratio_about(f, p["ws_ratio"]) for p, _, f in cases)
-    readings = {
-        "larger working set (by more than 10 % on every pair)": {"verdict": "holds" if larger else "not-reproduced",
-                                                                 "finding": pairs},
-        "higher floor (far above near)": {"verdict": "holds" if higher else "not-reproduced",
-                                          "finding": f"{n_high} of {len(cases)} (policy, pair) cases"},
-        "floor ratio about the working-set ratio (within a factor 2)": {
-            "verdict": "holds" if about else "not-reproduced", "finding": f"{n_about} of {len(cases)} cases"}}
-    summary = (f"{pairs}.  Far floor higher in {n_high} of {len(cases)} (policy, pair) cases; floor ratio within "
-               f"a factor 2 of the working-set ratio in {n_about}.  Optimum on top-{W.OPT_TOP} rows (largest gap "
-               f"bound {fmt(v['opt_gap_max'], 3)}).  Positive control: {ctl}.")
-    correction = None if verdict != "holds-with-correction" else (
-        f"The far prompts have the larger working set and the higher floor, but the floor ratio matches the "
-        f"working-set ratio within a factor 2 in only {n_about} of {len(cases)} cases.")
-    return Decision(verdict, summary, correction, readings)
+    higher, about = n_high * 2 > len(cases), n_about * 2 > len(cases)
+    text = "; ".join(
+        f"{p['far']} vs {p['near']}: working set {fmt(p['ws_far'], 3)} vs {fmt(p['ws_near'], 3)} (ratio "
+        f"{fmt(p['ws_ratio'], 3)}), floors " + ", ".join(f"{pol} {_above(f['far'])}/{_above(f['near'])}"
+                                                          for pol, f in p["floors"].items()) for p in pairs)
+    return {"larger": larger, "higher": higher, "about": about, "n_high": n_high, "n_about": n_about,
+            "cases": len(cases), "text": text,
+            "verdict": ("holds" if about else "holds-with-correction") if larger and higher else "not-reproduced"}
+
+
+def two_hop_reading(h: dict | None) -> dict:
+    """The claim under the two-hop reading: the three parts on the counted two-hop pairs, one verdict (holds only
+    when all three hold, holds-with-correction when the ratio alone fails); not-checkable without the committed
+    two-hop sweep or when the full cache answers none of its prompts right (the task is beyond the model)."""
+    if not h or not h["measured"]:
+        return {"verdict": "not-checkable", "finding": f"missing input: realtrace/data/{W.HOP_DIRECTORY.name}."}
+    right = f"the full cache answers {len(h['counted'])} of {len(h['counted']) + len(h['excluded'])} right"
+    if not h["pairs"]:
+        return {"verdict": "not-checkable", "finding": f"{right}: no pair to decide on."}
+    p = pair_parts(h["pairs"])
+    return {"verdict": p["verdict"], "finding": (
+        f"{right} ({', '.join(h['counted'])}); {p['text']}; working set larger by more than 10 % on every pair: "
+        f"{'yes' if p['larger'] else 'no'}; far floor higher in {p['n_high']} of {p['cases']} (policy, pair) cases, "
+        f"floor ratio within a factor 2 of the working-set ratio in {p['n_about']}; optimum's largest gap bound "
+        f"{fmt(h['opt_gap_max'], 3)}.")}

@@ -33,6 +33,15 @@ fixed one.  Quality of a mix: the number of prompts that pass, then the mean ans
 documentation).  Broad attention: the hotel registers (``kv-G-P``, ``shift-G-dD``), where every line is a candidate
 answer.  Long-range versus near: the same needle page asked for the code at depth 10 % (far back) or at 90 % (just
 read), paired by length (:data:`PAIRS`).
+
+**Two-hop prompts** (declared 2026-12-04, after a run of the positive control alone had answered 5 of 12 two-hop
+prompts right and before any working set, replay or floor of them was measured).  Paper §8 names multi-hop
+reasoning and a definition used much later; :data:`HOP_PROMPTS` are ``chain-N-dD`` and ``alias-N-dD``
+(:mod:`realtrace.quality.prompts`) at the needle pairs' lengths, committed apart in
+``realtrace/data/long_range_two_hop`` (same grid, policies, optimum and working-set measure as above).  Each
+counted one is paired with the one-hop prompt of its length that asks the code just read (:data:`HOP_PAIRS`), and
+the pairs are decided by the same three parts as the needle pairs; a two-hop prompt the full cache answers wrong
+is excluded, as everywhere.
 """
 
 from __future__ import annotations
@@ -60,6 +69,9 @@ POLICIES = ("OPT", "H2O", "TOVA", "StreamingLLM")
 PROMPTS = ("needle-400-d10", "needle-400-d90", "needle-600-d10", "needle-600-d90", "kv-24-12", "kv-40-20",
            "shift-12-d50")
 PAIRS = (("needle-400-d10", "needle-400-d90"), ("needle-600-d10", "needle-600-d90"))
+HOP_DIRECTORY = DATA_DIR / "long_range_two_hop"   # not quality_*: the regret-surrogate claim's sets stay issue 29's
+HOP_PROMPTS = tuple(f"{kind}-{n}-d{d}" for kind in ("alias", "chain") for n in (400, 600) for d in (10, 90))
+HOP_PAIRS = tuple((q, f"needle-{q.split('-')[1]}-d90") for q in HOP_PROMPTS)
 FIXED = (32, 64, 128)
 MARGIN = 0.10  # a tenth of the reference's own value (VERDICTS.md's significance rule)
 QUALITY_FLOOR = math.log(1.01)  # VERDICTS.md's quality margin floor, nats
@@ -121,17 +133,20 @@ class DataError(ValueError):
     """A committed file that is not the declared experiment."""
 
 
-def load(directory: Path | None = None) -> dict | None:
+def load(directory: Path | None = None, prompts: tuple[str, ...] = PROMPTS) -> dict | None:
     """The sweep (``--json`` of one ``paper_check quality --all`` command) and the working sets of ``directory``
-    (default: the input set ``quality_workingset``, :func:`realtrace.input_dir`), checked against the declared
-    experiment; None when either file is missing."""
-    d = Path(directory or input_dir(DIRECTORY.name))
+    (default: the input set ``quality_workingset``, or ``long_range_two_hop`` for :data:`HOP_PROMPTS`; read where
+    :func:`realtrace.input_dir` says), checked against the declared experiment on ``prompts``; None when either
+    file is missing."""
+    d = Path(directory or input_dir((HOP_DIRECTORY if prompts == HOP_PROMPTS else DIRECTORY).name))
     if not (d / SWEEP).exists() or not (d / WORKING_SETS).exists():
         return None
     sweep, ws = json.loads((d / SWEEP).read_text()), json.loads((d / WORKING_SETS).read_text())
     s = sweep["settings"]
     if tuple(s["budgets"]) != GRID or s["opt_top"] != OPT_TOP or s["mode"] != "closed" or s["top"] is not None:
         raise DataError(f"{d / SWEEP}: settings {s} are not the declared grid {GRID}, closed loop, --opt-top {OPT_TOP}")
+    if tuple(s["prompts"]) != prompts:
+        raise DataError(f"{d / SWEEP}: prompts {s['prompts']} are not the declared {list(prompts)}")
     if (ws["level"], ws["window"]) != (LEVEL, WINDOW) or ws["model"] != sweep["model"]["exact"]:
         raise DataError(f"{d / WORKING_SETS}: level/window/model differ from the declared ones or from the sweep's")
     missing = set(s["prompts"]) - set(ws["prompts"])
@@ -140,9 +155,9 @@ def load(directory: Path | None = None) -> dict | None:
     return {"sweep": sweep, "working_sets": ws["prompts"]}
 
 
-def committed_table(directory: Path | None = None) -> dict | None:
-    """:func:`quality_table` of the committed data (None when it is missing)."""
-    data = load(directory)
+def committed_table(directory: Path | None = None, prompts: tuple[str, ...] = PROMPTS) -> dict | None:
+    """:func:`quality_table` of the committed data on ``prompts`` (None when it is missing)."""
+    data = load(directory, prompts)
     return None if data is None else quality_table(data)
 
 
