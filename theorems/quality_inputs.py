@@ -78,9 +78,9 @@ TWO_HOP_PROMPTS = ("alias-400-d10,alias-400-d90,alias-600-d10,alias-600-d90,chai
 
 def _workingset_sweep(prompts: str) -> Step:
     """The working-set sweep (realtrace/data/quality_workingset/PROVENANCE.md) on ``prompts``, to ``sweep.json``."""
-    return Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM", "--presses",
-                 "none", "--budgets", "16,32,64,128,256", "--prompts", prompts, "--opt-top", "32", "--threads", "1",
-                 "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json")
+    return Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM",
+                 "--presses", "none", "--budgets", "16,32,64,128,256", "--prompts", prompts, "--opt-top", "32",
+                 "--threads", "1", "--workers", "1", "--out", "{scratch}", "--json"), stdout="sweep.json")
 EASY5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 
 

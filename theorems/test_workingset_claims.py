@@ -162,6 +162,9 @@ def test_the_two_hop_reading_decides_its_pairs_by_the_three_parts():
 
 
 def test_each_two_hop_prompt_is_paired_with_the_one_hop_prompt_of_its_length():
+    from theorems.quality_inputs import TWO_HOP_PROMPTS
+
+    assert TWO_HOP_PROMPTS.split(",") == list(W.HOP_PROMPTS)   # the recompute's sweep is the declared one
     assert len(W.HOP_PAIRS) == len(W.HOP_PROMPTS) == 8
     for far, near in W.HOP_PAIRS:
         assert near in W.PROMPTS and far.split("-")[1] == near.split("-")[1] and near.endswith("-d90")

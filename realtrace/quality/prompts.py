@@ -269,8 +269,8 @@ def rng_for(name: str) -> np.random.Generator:
 
 
 def build(name: str, count: Callable[[str], int]) -> QualityPrompt:
-    """The named ``needle-N-dD``, ``chain-N-dD``, ``alias-N-dD``, ``kv-N-P`` or ``shift-G-dD`` prompt; ``count`` counts the tokens of a text (the
-    model's tokenizer).  (``haystack-L-dD`` needs the tokenizer itself:
+    """The named ``needle-N-dD``, ``chain-N-dD``, ``alias-N-dD``, ``kv-N-P`` or ``shift-G-dD`` prompt; ``count``
+    counts the tokens of a text (the model's tokenizer).  (``haystack-L-dD`` needs the tokenizer itself:
     :func:`realtrace.quality.inputs.haystack_prompt`.)"""
     kind, a, b = parse_name(name)
     index = name_index(name)
