@@ -40,6 +40,7 @@ def test_help_lists_every_option(module, args):
     (("NoSuch", "--budget", "8"), "unknown policy 'NoSuch'"),
     (("TOVA", "--budget", "8", "--prompts", "nope"), "prompt 'nope'"),
     (("TOVA", "--budget", "8", "--prompts", "shift-16-d95"), "prompt 'shift-16-d95'"),
+    (("TOVA", "--budget", "8", "--prompts", "chain-400-d50"), "prompt 'chain-400-d50'"),
     (("TOVA", "--budget", "8", "--workers", "2", "--scheduler", "tcp://h:1"), "not both"),
     (("press:NoSuch", "--budget", "8"), "press NoSuch: unknown"),
     (("press:KVzip", "--budget", "8"), "not bridged"),

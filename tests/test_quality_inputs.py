@@ -118,6 +118,7 @@ def test_prompts_file_errors_on_the_command_line(tmp_path):
     assert is_one_line_error(code, err, "cannot read it"), (code, err)
     code, out, err = run_without_real("--list-prompts")
     assert code == 0 and "haystack-L-dD" in out and "shift-G-dD" in out and "needle-400-d10" in out, err
+    assert "chain-N-dD / alias-N-dD" in out
 
 
 def test_budget_groups_split_only_what_would_keep_a_worker_busy_alone():
