@@ -212,6 +212,22 @@ def test_a_committed_two_hop_working_set_recomputes():
 
 
 @pytest.mark.slow
+@hop_committed
+def test_a_committed_two_hop_replay_recomputes_through_the_command_line():
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    p = subprocess.run([sys.executable, "-m", "paper_check", "quality", "H2O", "--budget", "64", "--prompts",
+                        "alias-400-d90", "--no-opt", "--workers", "1", "--threads", "1", "--json"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (run,) = [r for r in doc["runs"] if r["config"] == "H2O"]
+    want = W.committed_table(prompts=W.HOP_PROMPTS)["replays"]["H2O"]["alias-400-d90"]["64"]
+    assert doc["prompts"][0]["full_cache_right"] and run["prompts"]["alias-400-d90"]["right"] == want["right"]
+    assert run["prompts"]["alias-400-d90"]["kl_answer"] == pytest.approx(want["kl_answer"], rel=1e-6, abs=1e-9)
+
+
+@pytest.mark.slow
 @committed
 def test_a_committed_replay_recomputes_through_the_command_line():
     pytest.importorskip("torch")
