@@ -449,15 +449,51 @@ def test_a_warm_cache_run_equals_a_cold_one(lm, tmp_path):
 
     cold, warm, off = study(cache_dir=str(cache)), study(cache_dir=str(cache)), study(no_cache=True)
     presses = len(names) - 2
+    none = {"press_choices_cached": 0, "optima_cached": 0, "passes_cached": 0}
+    # TOVA runs closed loop: its pass is never read back; the optimum's and the press's open-loop passes are
     assert [r["prompts"][0]["cache"] for r in (cold, warm, off)] == [
-        {"reference": "computed", "press_choices_cached": 0}, {"reference": "cached", "press_choices_cached": presses},
-        {"reference": "off", "press_choices_cached": 0}]
-    assert len(list(cache.glob("reference-*.npz"))) == 1 and len(list(cache.glob("press-*.npz"))) == presses
+        {"reference": "computed", **none},
+        {"reference": "cached", "press_choices_cached": presses, "optima_cached": 1, "passes_cached": 1 + presses},
+        {"reference": "off", **none}]
+    assert [len(list(cache.glob(f"{kind}-*.npz"))) for kind in ("reference", "press", "optimum", "pass")] == [
+        1, presses, 1, 1 + presses]
     assert without_cache_status(warm) == without_cache_status(cold) == without_cache_status(off)
     for a, b in zip(cold["runs"], warm["runs"]):
         for q, arr in a.get("steps", {}).get("p", {}).items():
             assert np.array_equal(arr, b["steps"]["p"][q]), (a["config"], q)
     assert {r["config"] for r in cold["runs"]} == {*names, "full cache"}
+
+
+def test_a_pass_read_from_the_cache_is_the_pass_of_its_schedule(lm, tmp_path):
+    """An open-loop pass is stored under its schedule and first row, an optimum under its budget: after a study of
+    the optimum at K = 6, one of H2O open loop at K = 5 and 6 -- at K = 6 the same first row as the optimum (checked:
+    the control that a key without the schedule would confuse them), another schedule -- reads exactly the optimum
+    and its pass at K = 6 and equals the same study without the cache, every per-step array included."""
+    import json
+
+    from realtrace.quality.run import evaluate
+    from realtrace.quality.schedule import first_drop
+
+    path = tmp_path / "own.jsonl"
+    path.write_text(json.dumps({"name": "p", "text": SECRET, "answer": " apple"}) + "\n")
+
+    def study(names, budgets, **kw):
+        return evaluate(names, budgets, None, workers=0, progress=False, prompts_file=str(path), steps=True, **kw)
+
+    cache = str(tmp_path / "cache")
+    study(["OPT"], [6], cache_dir=cache)
+    warm, off = (study(["H2O"], [5, 6], mode="open", **kw) for kw in ({"cache_dir": cache}, {"no_cache": True}))
+    assert warm["prompts"][0]["cache"] == {"reference": "cached", "press_choices_cached": 0, "optima_cached": 1,
+                                           "passes_cached": 1}
+    assert without_cache_status(warm) == without_cache_status(off)
+    drops = {}
+    for a, b in zip(warm["runs"], off["runs"]):
+        for q, arr in a.get("steps", {}).get("p", {}).items():
+            assert np.array_equal(arr, b["steps"]["p"][q]), (a["config"], a["budget"], q)
+        if a["budget"] == 6:
+            drops[a["config"]] = a["steps"]["p"]["drop"]
+    h2o, opt = drops["H2O (open loop)"], drops["OPT"]
+    assert first_drop(h2o) == first_drop(opt) and not np.array_equal(h2o, opt)
 
 
 def test_a_prompt_split_by_budget_gives_the_result_of_one_task(lm, tmp_path, monkeypatch):

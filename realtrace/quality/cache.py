@@ -21,6 +21,19 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
   fan-out (:class:`realtrace.quality.replay.PressFanOut`), so a sweep that adds a budget or a press runs the eager
   prefill only for the pairs it lacks.
 
+* ``optimum-<digest>.npz`` -- one per (optimum variant, budget, ``opt_top``): ``drop`` ``(30, 3, T)``, the lazy
+  optimum's schedule (:mod:`realtrace.quality.optima`), and ``gap`` ``(30, 3)`` where the variant reports one.  The
+  optimum is a function of the reference's rows (and values) alone, so every later run that asks for it reads it
+  instead of solving again -- the cheap part at ``--opt-top 32``, most of a run on complete rows.
+* ``pass-<digest>.npz`` -- one per open-loop schedule replayed (an optimum, a press, a schedule file, an open-loop
+  policy): its per-row ``kl``, ``dnll``, ``top1`` and ``argmax`` and its per-step ``error`` and ``displaced`` ``(30,
+  3, T)``.  A pass is a function of the reference, its schedule and its first row
+  (:func:`realtrace.quality.run._one_run` already shares one pass among the runs of a prompt that replay the same
+  schedule); keyed by the schedule's SHA-256, it is shared across runs too, so the optimum replayed beside every
+  policy of a sweep, run by run, costs one pass per prompt and budget.  ``24 x T`` bytes per row, ``1,450 x T``
+  per step: 2.9 MB at T = 2,000.  A closed-loop policy's schedule is known only by running its pass, so its pass is
+  never read from here.
+
 * ``model-<digest>/`` -- a directory: the model and its tokenizer as transformers saves them (``save_pretrained``:
   ``config.json``, ``model.safetensors`` with the float32 weights de-quantized from the GGUF file, the tokenizer's
   files), and ``entry.json`` with the key and every other file's SHA-256.  Loading the model from the GGUF takes
@@ -39,7 +52,9 @@ identity (name, weights variant, package and its installed version, the GGUF fil
 transformers versions, torch's thread count and CPU capability and the machine (float results may differ between
 them), a digest of the source files that compute the entry (:data:`SOURCES`; editing them retires old entries),
 the entry :data:`FORMAT`, and the prompt's token ids; a press entry adds kvpress's version, the press, the budget, its
-compression ratio and the prompt length.  The prompt's name is not part of it: the same tokens under another name
+compression ratio and the prompt length; an optimum entry the variant, budget and ``opt_top``, a digest of every
+module that solves it (:data:`OPTIMUM_SOURCES`) and the versions of the numerical libraries it calls; a pass entry
+the schedule's SHA-256, its first row and a digest of the modules that compute the metrics (:data:`PASS_SOURCES`).  The prompt's name is not part of it: the same tokens under another name
 share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
 (nothing computed from the weights is stored in it).
 
@@ -76,6 +91,12 @@ ENV = "KV_QUALITY_CACHE"
 FORMAT = 1
 SOURCES = ("realtrace/model.py", "realtrace/quality/replay.py", "realtrace/quality/cache.py")
 PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides what a press's choice is
+# what an optimum is computed by: the variants, the lazy schedules and the exact flows with their kernels (all of
+# kvcore: the optima import its numbers, kernels and traces)
+OPTIMUM_SOURCES = ("realtrace/quality/optima.py", "realtrace/quality/exact.py", "realtrace/quality/value_cost.py",
+                   "realtrace/quality/schedule.py", "kvcore")
+OPTIMUM_LIBRARIES = ("numpy", "scipy", "networkx", "numba")
+PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py")
 META = "__key__"
 MODEL_ENTRY = "entry.json"  # in a model copy: its key and the SHA-256 of every other file
 ROOT = Path(__file__).resolve().parents[2]
@@ -233,9 +254,14 @@ class Store:
 # ---- the model's side (needs [real]) -----------------------------------------------------------------------------
 
 def sources_digest(paths) -> str:
-    """SHA-256 over the named source files (relative to the checkout), by path."""
-    h = hashlib.sha256()
+    """SHA-256 over the named source files (relative to the checkout; a directory stands for every ``.py`` file
+    below it), by path."""
+    files = []
     for rel in paths:
+        files += sorted(str(p.relative_to(ROOT)) for p in (ROOT / rel).rglob("*.py")) if (ROOT / rel).is_dir() \
+            else [rel]
+    h = hashlib.sha256()
+    for rel in files:
         h.update(rel.encode() + b"\0" + (ROOT / rel).read_bytes() + b"\0")
     return h.hexdigest()
 
@@ -341,12 +367,30 @@ def press_key(identity: dict, ids, n_prompt: int, press: str, budget: int, ratio
               curve: str | None = None) -> dict:
     """The key of one press's choice at one budget on a prompt; a press that reads a budget curve file (LU-KV) is
     keyed by the file's bytes too, so the same path with another curve is another entry."""
-    code = sources_digest(sorted(str(p.relative_to(ROOT)) for p in (ROOT / PRESS_SOURCES).glob("*.py")))
+    code = sources_digest((PRESS_SOURCES,))
     key = {**reference_key(identity, ids), "entry": "press choice", "kvpress": kvpress, "press_code": code,
            "press": press, "budget": int(budget), "ratio": float(ratio), "n_prompt": int(n_prompt)}
     if curve is not None:
         key["curve_sha256"] = hashlib.sha256(Path(curve).read_bytes()).hexdigest()
     return key
+
+
+def optimum_key(reference: dict, variant: str, budget: int, opt_top: int | None) -> dict:
+    """The key of one optimum variant's lazy schedule at ``budget`` on a prompt (``reference``: its
+    :func:`reference_key`), solved on complete rows (``opt_top`` ``None``) or on the top ``opt_top`` per row."""
+    from importlib.metadata import version
+
+    return {**reference, "entry": "optimum", "optimum_code": sources_digest(OPTIMUM_SOURCES),
+            "libraries": {name: version(name) for name in OPTIMUM_LIBRARIES}, "variant": variant,
+            "budget": int(budget), "opt_top": None if opt_top is None else int(opt_top)}
+
+
+def pass_key(reference: dict, drops: np.ndarray, start: int) -> dict:
+    """The key of the replayed pass of the open-loop schedule ``drops`` ``(L, H, T)`` from row ``start`` on a prompt
+    (``reference``: its :func:`reference_key`): the schedule by the SHA-256 of its values as int64."""
+    schedule = hashlib.sha256(np.ascontiguousarray(drops, dtype=np.int64)).hexdigest()
+    return {**reference, "entry": "replayed pass", "pass_code": sources_digest(PASS_SOURCES),
+            "schedule": [schedule, list(drops.shape)], "start": int(start)}
 
 
 def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
@@ -402,5 +446,5 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
 
 
 __all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "copy_key", "default_dir", "digest",
-           "full_cache", "model_identity", "press_drops", "press_key", "read_entry", "read_model_copy",
-           "reference_key", "weights_identity", "write_entry", "write_model_copy"]
+           "full_cache", "model_identity", "optimum_key", "pass_key", "press_drops", "press_key", "read_entry",
+           "read_model_copy", "reference_key", "weights_identity", "write_entry", "write_model_copy"]

@@ -10,8 +10,9 @@
 A single configuration prints its values per layer group and in total beside the exact optimum's and the full
 cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
 registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
-(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference is
-read from, or written to, the on-disk cache (:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
+(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference, and
+every optimum and open-loop pass computed on it, is read from, or written to, the on-disk cache
+(:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
 Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
 presses); without them, and for any bad input, one line and exit status 2 (:mod:`kvcore.command`).
 """
@@ -80,11 +81,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "then have no OPT row")
     ap.add_argument("--cache-dir", default=None, metavar="DIR",
                     help="where the full-cache reference of each prompt (queries, keys, values, final hidden states; "
-                         "~118 kB per token) and the presses' choices are kept and reused across runs (default: "
+                         "~118 kB per token), the presses' choices, the optima and every open-loop pass's metrics "
+                         "are kept and reused across runs (default: "
                          f"${ENV}, else $XDG_CACHE_HOME/kv-eviction-theory/quality; clear it by deleting the "
                          "directory)")
     ap.add_argument("--no-cache", action="store_true",
-                    help="neither read nor write the reference cache (recompute the reference)")
+                    help="neither read nor write the cache (recompute the reference and everything else)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
     ap.add_argument("--workers", type=whole_number(0), default=None,
                     help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")

@@ -97,6 +97,7 @@ from .schedule import (ScheduleError, check_capacity, check_schedule, check_sche
 KINDS = ("policy", "press", "opt", "file", "full")
 MODES = ("closed", "open", "both")
 LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
+PASS_ARRAYS = ("kl", "dnll", "top1", "argmax", "error", "displaced")  # what :func:`_replayed` returns, in order
 
 
 @dataclass(frozen=True)
@@ -201,9 +202,10 @@ class _Reference:
     keys/values passes resume from."""
 
     def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
-        from .cache import Store, full_cache, press_drops
+        from .cache import Store, full_cache, model_identity, press_drops, reference_key
 
-        store = store if store is not None else Store(None)
+        self.store = store if store is not None else Store(None)
+        store = self.store
         cfg = lm.model.config
         self.L, self.H, self.query_heads = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.num_attention_heads
         self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
@@ -212,6 +214,8 @@ class _Reference:
         # both from the on-disk cache when it holds them (:mod:`realtrace.quality.cache`), else computed and stored
         self.press_drops, self.presses_cached = press_drops(lm, prompt, budgets, presses, store)
         self.qkv, hidden, self.status = full_cache(lm, prompt, store)
+        self.key = reference_key(model_identity(lm), ids)  # what the optima and passes stored for it are keyed by
+        self.optima_cached = self.passes_cached = 0
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full
         self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
@@ -261,7 +265,7 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     T = ref.T
     if cfg.kind == "opt":
         if (cfg.spec, opt_top) not in memo:
-            memo[cfg.spec, opt_top] = opt_schedules(ref, cfg.spec, ref.budgets, opt_top)
+            memo[cfg.spec, opt_top] = _optima(ref, cfg.spec, opt_top)
         drops, gap = memo[cfg.spec, opt_top][k]
         return drops, None, gap
     if cfg.kind == "press":
@@ -282,6 +286,23 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     return np.stack([np.stack([drop_from_evictions(
         run_nm(factory(), ref.trace(layer, g, top), k, seed=np.random.default_rng([seed, layer, g]),
                record=True).evictions, T) for g in range(ref.H)]) for layer in range(ref.L)]), None, None
+
+
+def _optima(ref: _Reference, name: str, opt_top: int | None) -> dict:
+    """The optimum ``name`` at every budget of the prompt (:func:`realtrace.quality.optima.opt_schedules`): each
+    budget's read from the on-disk cache where it holds it, the others solved together and stored."""
+    from .cache import optimum_key
+
+    keys = {k: optimum_key(ref.key, name, k, opt_top) for k in ref.budgets}
+    found = {k: ref.store.read("optimum", key) for k, key in keys.items()}
+    out = {k: (arrays["drop"], arrays.get("gap")) for k, arrays in found.items() if arrays is not None}
+    ref.optima_cached += len(out)
+    missing = [k for k in ref.budgets if k not in out]
+    if missing:
+        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top).items():
+            ref.store.write("optimum", keys[k], {"drop": drops, **({} if gap is None else {"gap": gap})})
+            out[k] = drops, gap
+    return out
 
 
 def _file_schedule(memo: dict, path: str, ref: _Reference) -> np.ndarray:
@@ -329,10 +350,15 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
         ("pass", start, hashlib.sha256(np.ascontiguousarray(drops, dtype=np.int64)).hexdigest())
     if key in memo:
         kl, dnll, top1, argmax, error, displaced = memo[key]
-    else:
+    elif key is None:
         kl, dnll, top1, argmax, error, displaced = _replayed(lm, ref, drops, plan, start)
-        if key is not None:
-            memo[key] = kl, dnll, top1, argmax, error, displaced
+    else:  # an open-loop pass: from the on-disk cache when an earlier run replayed the same schedule
+        from .cache import pass_key
+
+        arrays, status = ref.store.fetch("pass", pass_key(ref.key, drops, start),
+                                         lambda: dict(zip(PASS_ARRAYS, _replayed(lm, ref, drops, None, start))))
+        ref.passes_cached += status == "cached"
+        memo[key] = kl, dnll, top1, argmax, error, displaced = tuple(arrays[name] for name in PASS_ARRAYS)
     if plan is not None:
         drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
     a0 = n_prompt - 1
@@ -382,12 +408,13 @@ def run_task(task: dict) -> dict:
         for (out, _, gap), run_charges in zip(done, charges):
             add_charges(out, run_charges, gap)
     if task["progress"]:
-        sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows "
-                         f"({time.monotonic() - t0:.0f} s)\n")
+        sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows; {ref.optima_cached} "
+                         f"optima and {ref.passes_cached} passes read from the cache ({time.monotonic() - t0:.0f} s)\n")
     info = {"name": prompt.name, "what": prompt.what, "tokens": prompt.T, "prompt_tokens": prompt.n_prompt,
             "answer_tokens": prompt.T - prompt.n_prompt, "sha256": prompt.sha256,
             "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer,
-            "cache": {"reference": ref.status, "press_choices_cached": ref.presses_cached}}
+            "cache": {"reference": ref.status, "press_choices_cached": ref.presses_cached,
+                      "optima_cached": ref.optima_cached, "passes_cached": ref.passes_cached}}
     return {"prompt": info, "runs": runs}
 
 
