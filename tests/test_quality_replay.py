@@ -432,31 +432,33 @@ def without_cache_status(res: dict) -> dict:
 
 
 def test_a_warm_cache_run_equals_a_cold_one(lm, tmp_path):
-    """Issue 30: the same study three times on one short prompt -- cold (the reference and the press's choice
-    computed and stored), warm (both read back), and with the cache off -- gives the same result: every metric and
-    every schedule exactly equal, not only to rounding; the statuses say which was which."""
+    """Issues 30 and 29: the same study three times on one short prompt -- cold (the reference, the press's choice,
+    the optimum, the open-loop passes and the compiled closed-loop run computed and stored), warm (all read back, a
+    policy run through its Python instances run again), and with the cache off -- gives the same result: every metric
+    and every schedule exactly equal, not only to rounding; the statuses say which was which."""
     import json
 
     from realtrace.quality.run import evaluate
 
     path = tmp_path / "own.jsonl"
     path.write_text(json.dumps({"name": "p", "text": SECRET, "answer": " apple"}) + "\n")
-    names = ["TOVA", "OPT"] + (["press:Knorm"] if importlib.util.find_spec("kvpress") else [])
+    names = ["TOVA", "LIFO", "OPT"] + (["press:Knorm"] if importlib.util.find_spec("kvpress") else [])
     cache = tmp_path / "cache"
 
     def study(**kw):
         return evaluate(names, [6], None, workers=0, progress=False, prompts_file=str(path), steps=True, **kw)
 
     cold, warm, off = study(cache_dir=str(cache)), study(cache_dir=str(cache)), study(no_cache=True)
-    presses = len(names) - 2
-    none = {"press_choices_cached": 0, "optima_cached": 0, "passes_cached": 0}
-    # TOVA runs closed loop: its pass is never read back; the optimum's and the press's open-loop passes are
+    presses = len(names) - 3
+    none = {"press_choices_cached": 0, "optima_cached": 0, "passes_cached": 0, "closed_loop_runs_cached": 0}
+    # TOVA's closed loop runs a compiled rule and is read back; LIFO's (Python instances) is run again
     assert [r["prompts"][0]["cache"] for r in (cold, warm, off)] == [
         {"reference": "computed", **none},
-        {"reference": "cached", "press_choices_cached": presses, "optima_cached": 1, "passes_cached": 1 + presses},
+        {"reference": "cached", "press_choices_cached": presses, "optima_cached": 1, "passes_cached": 1 + presses,
+         "closed_loop_runs_cached": 1},
         {"reference": "off", **none}]
-    assert [len(list(cache.glob(f"{kind}-*.npz"))) for kind in ("reference", "press", "optimum", "pass")] == [
-        1, presses, 1, 1 + presses]
+    assert [len(list(cache.glob(f"{kind}-*.npz"))) for kind in ("reference", "press", "optimum", "pass", "run")] == [
+        1, presses, 1, 1 + presses, 1]
     assert without_cache_status(warm) == without_cache_status(cold) == without_cache_status(off)
     for a, b in zip(cold["runs"], warm["runs"]):
         for q, arr in a.get("steps", {}).get("p", {}).items():
@@ -465,10 +467,11 @@ def test_a_warm_cache_run_equals_a_cold_one(lm, tmp_path):
 
 
 def test_a_pass_read_from_the_cache_is_the_pass_of_its_schedule(lm, tmp_path):
-    """An open-loop pass is stored under its schedule and first row, an optimum under its budget: after a study of
-    the optimum at K = 6, one of H2O open loop at K = 5 and 6 -- at K = 6 the same first row as the optimum (checked:
-    the control that a key without the schedule would confuse them), another schedule -- reads exactly the optimum
-    and its pass at K = 6 and equals the same study without the cache, every per-step array included."""
+    """An open-loop pass is stored under its schedule and first row, an optimum and a closed-loop run under their
+    budget: after a study of H2O (closed loop) and the optimum at K = 6, one of H2O closed and open loop at K = 5 and
+    6 -- open loop at K = 6 the same first row as the optimum (checked: the control that a key without the schedule
+    would confuse them), another schedule -- reads exactly the optimum, its pass and H2O's closed-loop run at K = 6
+    and equals the same study without the cache, every per-step array included."""
     import json
 
     from realtrace.quality.run import evaluate
@@ -481,10 +484,10 @@ def test_a_pass_read_from_the_cache_is_the_pass_of_its_schedule(lm, tmp_path):
         return evaluate(names, budgets, None, workers=0, progress=False, prompts_file=str(path), steps=True, **kw)
 
     cache = str(tmp_path / "cache")
-    study(["OPT"], [6], cache_dir=cache)
-    warm, off = (study(["H2O"], [5, 6], mode="open", **kw) for kw in ({"cache_dir": cache}, {"no_cache": True}))
+    study(["H2O"], [6], cache_dir=cache)
+    warm, off = (study(["H2O"], [5, 6], mode="both", **kw) for kw in ({"cache_dir": cache}, {"no_cache": True}))
     assert warm["prompts"][0]["cache"] == {"reference": "cached", "press_choices_cached": 0, "optima_cached": 1,
-                                           "passes_cached": 1}
+                                           "passes_cached": 1, "closed_loop_runs_cached": 1}
     assert without_cache_status(warm) == without_cache_status(off)
     drops = {}
     for a, b in zip(warm["runs"], off["runs"]):

@@ -31,8 +31,14 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
   (:func:`realtrace.quality.run._one_run` already shares one pass among the runs of a prompt that replay the same
   schedule); keyed by the schedule's SHA-256, it is shared across runs too, so the optimum replayed beside every
   policy of a sweep, run by run, costs one pass per prompt and budget.  ``24 x T`` bytes per row, ``1,450 x T``
-  per step: 2.9 MB at T = 2,000.  A closed-loop policy's schedule is known only by running its pass, so its pass is
-  never read from here.
+  per step: 2.9 MB at T = 2,000.  A closed-loop policy's schedule is known only by running its pass, so it is
+  kept as a run instead (below).
+
+* ``run-<digest>.npz`` -- one per closed-loop run of a policy whose every layer runs a compiled rule (a registered
+  policy, its methods unaltered: :meth:`realtrace.quality.replay.ClosedLoop.runs_compiled`): the pass's arrays as
+  above and ``drop`` ``(30, 3, T)``, the schedule the policy made inside it.  Keyed by the policy, its parameters,
+  the budget, the seed, ``top`` and a digest of the policies' and kernels' code (:data:`CLOSED_LOOP_SOURCES`); a
+  policy run through its Python instances (a subclass, a ``module:Class`` of one's own) is always run.
 
 * ``model-<digest>/`` -- a directory: the model and its tokenizer as transformers saves them (``save_pretrained``:
   ``config.json``, ``model.safetensors`` with the float32 weights de-quantized from the GGUF file, the tokenizer's
@@ -54,7 +60,8 @@ them), a digest of the source files that compute the entry (:data:`SOURCES`; edi
 the entry :data:`FORMAT`, and the prompt's token ids; a press entry adds kvpress's version, the press, the budget, its
 compression ratio and the prompt length; an optimum entry the variant, budget and ``opt_top``, a digest of every
 module that solves it (:data:`OPTIMUM_SOURCES`) and the versions of the numerical libraries it calls; a pass entry
-the schedule's SHA-256, its first row and a digest of the modules that compute the metrics (:data:`PASS_SOURCES`).  The prompt's name is not part of it: the same tokens under another name
+the schedule's SHA-256, its first row and a digest of the modules that compute the metrics (:data:`PASS_SOURCES`);
+a closed-loop run entry the policy, parameters, budget, seed and ``top`` (:func:`closed_loop_key`).  The prompt's name is not part of it: the same tokens under another name
 share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
 (nothing computed from the weights is stored in it).
 
@@ -97,6 +104,8 @@ OPTIMUM_SOURCES = ("realtrace/quality/optima.py", "realtrace/quality/exact.py", 
                    "realtrace/quality/schedule.py", "kvcore")
 OPTIMUM_LIBRARIES = ("numpy", "scipy", "networkx", "numba")
 PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py")
+# what a compiled closed-loop run is computed by besides the pass: the policies' parameters and rules
+CLOSED_LOOP_SOURCES = (*PASS_SOURCES, "policies", "kvcore")
 META = "__key__"
 MODEL_ENTRY = "entry.json"  # in a model copy: its key and the SHA-256 of every other file
 ROOT = Path(__file__).resolve().parents[2]
@@ -393,6 +402,17 @@ def pass_key(reference: dict, drops: np.ndarray, start: int) -> dict:
             "schedule": [schedule, list(drops.shape)], "start": int(start)}
 
 
+def closed_loop_key(reference: dict, policy: str, params, budget: int, seed: int, top: int | None) -> dict:
+    """The key of one closed-loop run of ``policy`` (registered name or ``module:Class``, with its constructor
+    ``params`` as ``(name, value)`` pairs) at ``budget`` on a prompt (``reference``: its :func:`reference_key`), with
+    ``seed`` and rows observed complete (``top`` ``None``) or cut to ``top`` -- only for a run whose every layer runs
+    a compiled rule (:meth:`realtrace.quality.replay.ClosedLoop.runs_compiled`), so that the schedule is a function
+    of these and of the code digested."""
+    return {**reference, "entry": "closed-loop run", "run_code": sources_digest(CLOSED_LOOP_SOURCES),
+            "policy": policy, "params": [[str(name), value] for name, value in params], "budget": int(budget),
+            "seed": int(seed), "top": None if top is None else int(top)}
+
+
 def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
     """``(qkv, hidden, status)``: per layer the full-cache pass's ``(query, key, value)`` tensors, its final hidden
     states ``(T, hidden size)``, and whether they were ``"cached"``, ``"computed"`` (and stored) or computed with the
@@ -445,6 +465,7 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
     return out, len(wanted) - len(missing)
 
 
-__all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "copy_key", "default_dir", "digest",
-           "full_cache", "model_identity", "optimum_key", "pass_key", "press_drops", "press_key", "read_entry",
-           "read_model_copy", "reference_key", "weights_identity", "write_entry", "write_model_copy"]
+__all__ = ["CorruptEntry", "ENV", "FORMAT", "Store", "arrays_digest", "cache_dir", "closed_loop_key", "copy_key",
+           "default_dir", "digest", "full_cache", "model_identity", "optimum_key", "pass_key", "press_drops",
+           "press_key", "read_entry", "read_model_copy", "reference_key", "weights_identity", "write_entry",
+           "write_model_copy"]

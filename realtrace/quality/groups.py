@@ -36,15 +36,15 @@ def task_groups(lengths: list[int], budgets: tuple[int, ...], slots: int) -> lis
 def merged(parts: list[dict]) -> dict:
     """One prompt's result from its groups' (:func:`budget_groups`): their runs together
     (:func:`realtrace.quality.aggregate.aggregate` finds a run by configuration and budget, so their order does not
-    matter), the reference ``computed`` when any group computed it, the counts of press choices, optima and passes read
-    from the cache summed."""
+    matter), the reference ``computed`` when any group computed it, the counts of press choices, optima, passes and closed-loop
+    runs read from the cache summed."""
     if len(parts) == 1:
         return parts[0]
     statuses = {p["prompt"]["cache"]["reference"] for p in parts}
     info = {**parts[0]["prompt"], "cache": {
         "reference": "computed" if "computed" in statuses else statuses.pop(),
         **{count: sum(p["prompt"]["cache"][count] for p in parts)
-           for count in ("press_choices_cached", "optima_cached", "passes_cached")}}}
+           for count in ("press_choices_cached", "optima_cached", "passes_cached", "closed_loop_runs_cached")}}}
     return {"prompt": info, "runs": [r for p in parts for r in p["runs"]]}
 
 

@@ -158,6 +158,13 @@ class ClosedLoop:
         rule = rule_for(self.factory(), self.capacity) if self.compiled else None
         return rule is None or rule.reads_rows(self.top)
 
+    def runs_compiled(self) -> bool:
+        """Whether every layer runs one compiled rule (:meth:`layer_drops`): the instances are exactly a registered
+        policy class with its methods unaltered, so the schedule is a function of the rows, the rule's code and
+        parameters, the budget, the seed and ``top`` -- what a stored closed-loop run is keyed by
+        (:func:`realtrace.quality.cache.closed_loop_key`)."""
+        return self.compiled and rule_for(self.factory(), self.capacity) is not None
+
     def drops_without_rows(self, layers: int, heads: int, query_heads: int, T: int) -> np.ndarray:
         """``(layers, heads, T)``: every layer's drops before any pass, for a plan that reads no rows
         (:meth:`reads_rows` false): the same calls, generators and schedule as inside a pass over ``T`` tokens."""

@@ -204,8 +204,7 @@ class _Reference:
     def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
         from .cache import Store, full_cache, model_identity, press_drops, reference_key
 
-        self.store = store if store is not None else Store(None)
-        store = self.store
+        self.store = store = store if store is not None else Store(None)
         cfg = lm.model.config
         self.L, self.H, self.query_heads = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.num_attention_heads
         self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
@@ -215,7 +214,7 @@ class _Reference:
         self.press_drops, self.presses_cached = press_drops(lm, prompt, budgets, presses, store)
         self.qkv, hidden, self.status = full_cache(lm, prompt, store)
         self.key = reference_key(model_identity(lm), ids)  # what the optima and passes stored for it are keyed by
-        self.optima_cached = self.passes_cached = 0
+        self.optima_cached = self.passes_cached = self.runs_cached = 0
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full
         self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
@@ -259,7 +258,8 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     """``(drops, plan, gap)`` of one config at budget ``k``: drops for open loop, a closed-loop plan otherwise; for
     the optimum ``gap`` ``(L, H)`` = its complete-row cost minus the optimum of the rows it was solved on (0 up to
     rounding on complete rows, :func:`realtrace.quality.exact.lazy_optimum`).  ``memo`` (one per prompt) keeps what
-    serves several runs: an optimum is solved at every budget of the prompt on its first call, a file read once."""
+    serves several runs: an optimum is solved (or read from the on-disk cache) at every budget of the prompt on its
+    first call, a file read once."""
     from .replay import ClosedLoop
 
     T = ref.T
@@ -348,19 +348,29 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
     # (FIFO and LRU at threshold 0 on complete rows keep the same positions)
     key = None if plan is not None else \
         ("pass", start, hashlib.sha256(np.ascontiguousarray(drops, dtype=np.int64)).hexdigest())
+    # a pass from the on-disk cache when an earlier run made the same (module realtrace.quality.cache): an open-loop
+    # one by its schedule, a closed-loop one by the compiled policy, its parameters, budget, seed and top
+    from .cache import closed_loop_key, pass_key
+
     if key in memo:
         kl, dnll, top1, argmax, error, displaced = memo[key]
     elif key is None:
-        kl, dnll, top1, argmax, error, displaced = _replayed(lm, ref, drops, plan, start)
-    else:  # an open-loop pass: from the on-disk cache when an earlier run replayed the same schedule
-        from .cache import pass_key
+        def closed_loop() -> dict:
+            made = dict(zip(PASS_ARRAYS, _replayed(lm, ref, None, plan, start)))
+            return {**made, "drop": np.stack([plan.drops[layer] for layer in range(ref.L)])}
 
+        if plan.runs_compiled():
+            arrays, status = ref.store.fetch("run", closed_loop_key(ref.key, cfg.spec, cfg.params, k, seed, top),
+                                             closed_loop)
+            ref.runs_cached += status == "cached"
+        else:
+            arrays = closed_loop()
+        kl, dnll, top1, argmax, error, displaced, drops = (arrays[name] for name in (*PASS_ARRAYS, "drop"))
+    else:
         arrays, status = ref.store.fetch("pass", pass_key(ref.key, drops, start),
                                          lambda: dict(zip(PASS_ARRAYS, _replayed(lm, ref, drops, None, start))))
         ref.passes_cached += status == "cached"
         memo[key] = kl, dnll, top1, argmax, error, displaced = tuple(arrays[name] for name in PASS_ARRAYS)
-    if plan is not None:
-        drops = np.stack([plan.drops[layer] for layer in range(ref.L)])
     a0 = n_prompt - 1
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
@@ -408,13 +418,15 @@ def run_task(task: dict) -> dict:
         for (out, _, gap), run_charges in zip(done, charges):
             add_charges(out, run_charges, gap)
     if task["progress"]:
-        sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows; {ref.optima_cached} "
-                         f"optima and {ref.passes_cached} passes read from the cache ({time.monotonic() - t0:.0f} s)\n")
+        sys.stderr.write(f"  {prompt.name}: {len(runs)} runs charged on the full-cache rows; read from the cache: "
+                         f"{ref.optima_cached} optima, {ref.passes_cached} open-loop passes, {ref.runs_cached} "
+                         f"closed-loop runs ({time.monotonic() - t0:.0f} s)\n")
     info = {"name": prompt.name, "what": prompt.what, "tokens": prompt.T, "prompt_tokens": prompt.n_prompt,
             "answer_tokens": prompt.T - prompt.n_prompt, "sha256": prompt.sha256,
             "full_cache_right": ref.right, "nll_answer_full": ref.nll_answer,
             "cache": {"reference": ref.status, "press_choices_cached": ref.presses_cached,
-                      "optima_cached": ref.optima_cached, "passes_cached": ref.passes_cached}}
+                      "optima_cached": ref.optima_cached, "passes_cached": ref.passes_cached,
+                      "closed_loop_runs_cached": ref.runs_cached}}
     return {"prompt": info, "runs": runs}
 
 
