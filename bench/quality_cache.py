@@ -7,10 +7,14 @@ Three runs of ``python -m paper_check quality NAME --budget K --prompts P --work
 ``cold``    the full-cache reference (and any press's choice) computed and written, the exact optimum replayed
             beside the configuration (the default), and the model's de-quantized copy made;
 ``warm``    the same command again: the reference and the model's copy read back;
-``no-opt``  the same command with ``--no-opt``, warm: neither the optimum's solve nor its replay.
+``no-opt``  the same command with ``--no-opt``, warm: neither the optimum's solve nor its replay;
+``rerun``   the same command as ``cold`` once more, everything read back: the optimum, every open-loop pass and a
+            compiled closed-loop run too (issue 29; what a sweep pays for a run another command already made).
 
-With ``--no-opt`` every run goes without the optimum and only ``cold`` and ``warm`` run (the reference's share of a
-run, on long prompts and with presses, without the optimum's solve beside it).
+Before ``warm`` and ``no-opt`` the entries of the optima, passes and closed-loop runs the previous run stored are
+deleted, so those two measure the reference's share alone.  With ``--no-opt`` every run goes without the optimum
+and ``no-opt`` does not run (the reference's share of a run, on long prompts and with presses, without the optimum's
+solve beside it).
 
 Each is timed from outside (interpreter start, imports, the model load included: what a user waits for), in wall
 seconds and in CPU seconds (the child's user + system time, ``RUSAGE_CHILDREN``: on a shared, loaded machine the wall
@@ -39,6 +43,7 @@ from kvcore.errors import KVToolkitError
 from kvcore.numbers import comma_list, whole_number
 
 ROOT = Path(__file__).resolve().parent.parent
+RUN_ENTRIES = ("optimum", "pass", "run")  # what a run stores besides the reference (realtrace.quality.cache)
 
 
 def cpu_of_children() -> float:
@@ -66,7 +71,7 @@ def comparable(res: dict, config: str | None = None) -> dict:
 
 
 def measure(config: str, budget: int, prompts: list[str], threads: int, no_opt: bool = False, say=None) -> dict:
-    """The three runs of the module docstring, their ratios and checks, as a dict."""
+    """The runs of the module docstring, their ratios and checks, as a dict."""
     say = say or (lambda msg: None)
     with tempfile.TemporaryDirectory(prefix="quality_cache_") as tmp:
         common = [config, "--budget", str(budget), "--prompts", ",".join(prompts), "--workers", "1", "--threads",
@@ -74,12 +79,16 @@ def measure(config: str, budget: int, prompts: list[str], threads: int, no_opt: 
         out: dict = {"command": "python -m paper_check quality " + " ".join(common).replace(tmp, "DIR") + " --json",
                      "config": config, "budget": budget, "prompts": prompts, "threads": threads}
         results = {}
-        phases = (("cold", []), ("warm", [])) + (() if no_opt else (("no-opt", ["--no-opt"]),))
+        phases = (("cold", []), ("warm", [])) + (() if no_opt else (("no-opt", ["--no-opt"]),)) + (("rerun", []),)
         for phase, extra in phases:
+            if phase in ("warm", "no-opt"):
+                for kind in RUN_ENTRIES:
+                    for entry in Path(tmp).glob(f"{kind}-*.npz"):
+                        entry.unlink()
             say(f"{phase} ...")
             out[f"{phase}_s"], out[f"{phase}_cpu_s"], results[phase] = quality_run(common + extra)
             out[f"{phase}_reference"] = [p["cache"]["reference"] for p in results[phase]["prompts"]]
-        entries = sorted(Path(tmp).glob("*.npz"))
+        entries = [e for kind in ("reference", "press") for e in sorted(Path(tmp).glob(f"{kind}-*.npz"))]
         tokens = sum(p["tokens"] for p in results["cold"]["prompts"])
         out["entries"] = len(entries)
         out["entry_bytes"] = sum(e.stat().st_size for e in entries)
@@ -87,9 +96,11 @@ def measure(config: str, budget: int, prompts: list[str], threads: int, no_opt: 
     out["bytes_per_token"] = out["entry_bytes"] / tokens
     for unit in ("s", "cpu_s"):
         out[f"warm_over_cold_{unit}"] = out[f"warm_{unit}"] / out[f"cold_{unit}"]
+        out[f"rerun_over_cold_{unit}"] = out[f"rerun_{unit}"] / out[f"cold_{unit}"]
         if not no_opt:
             out[f"no_opt_over_warm_{unit}"] = out[f"no-opt_{unit}"] / out[f"warm_{unit}"]
     out["warm_equals_cold"] = comparable(results["warm"]) == comparable(results["cold"])
+    out["rerun_equals_cold"] = comparable(results["rerun"]) == comparable(results["cold"])
     if not no_opt:
         name = results["no-opt"]["runs"][0]["config"]
         out["no_opt_equals_with_opt"] = comparable(results["no-opt"], name) == comparable(results["warm"], name)
@@ -125,15 +136,18 @@ def run(args: argparse.Namespace) -> int:
            f"  no-opt  {res['no-opt_s']:8.1f} s {res['no-opt_cpu_s']:8.1f} s CPU   reference "
            f"{', '.join(res['no-opt_reference'])}   no-opt / warm {res['no_opt_over_warm_s']:.2f} wall, "
            f"{res['no_opt_over_warm_cpu_s']:.2f} CPU   {res['config']} equal: {res['no_opt_equals_with_opt']}\n")
-        + f"  cache: {res['entries']} entries, {res['entry_bytes'] / 1e6:.1f} MB, {res['bytes_per_token']:,.0f} bytes "
-        f"per token\n  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
+        + f"  rerun   {res['rerun_s']:8.1f} s {res['rerun_cpu_s']:8.1f} s CPU   reference "
+        f"{', '.join(res['rerun_reference'])}   rerun / cold {res['rerun_over_cold_s']:.2f} wall, "
+        f"{res['rerun_over_cold_cpu_s']:.2f} CPU   result equal: {res['rerun_equals_cold']}\n"
+        + f"  cache: {res['entries']} reference and press entries, {res['entry_bytes'] / 1e6:.1f} MB, "
+        f"{res['bytes_per_token']:,.0f} bytes per token\n  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 
 
 COMMAND = Command(prog="python -m bench.quality_cache", description=(
-    "Time a quality run cold (reference computed), warm (reference read from the on-disk cache) and warm with "
-    "--no-opt, each a fresh process, in one run; prints the ratios and checks the results agree. Needs the [real] "
-    "extra."), add_arguments=add_arguments, run=run)
+    "Time a quality run cold (reference computed), warm (reference read from the on-disk cache), warm with "
+    "--no-opt, and rerun (the optimum, passes and runs read back too), each a fresh process, in one run; prints the "
+    "ratios and checks the results agree. Needs the [real] extra."), add_arguments=add_arguments, run=run)
 
 
 if __name__ == "__main__":
