@@ -1,11 +1,13 @@
-"""The full-cache reference of a quality run and the de-quantized model, kept on disk and reused (issue 30; the model
-parts need ``[real]``).
+"""The full-cache reference of a quality run, the de-quantized model (issue 30), and the optima, open-loop passes and
+compiled closed-loop runs computed on a reference (issue 29), kept on disk and reused (the model parts need
+``[real]``).
 
 Every quality run starts from the prompt's full-cache reference (:class:`realtrace.quality.run._Reference`): the
 full-cache pass's queries, keys and values of every layer (from which the complete attention rows are computed when
 needed and from which every later pass resumes), its next-token log-probabilities, and with presses the eager prefill
 on which every bridged press chooses at every budget.  None of it depends on the schedules a run compares, so a
-repeated or extended sweep reads it from here instead of recomputing it.
+repeated or extended sweep reads it from here instead of recomputing it; and whatever a run computes that is a
+function of the reference and of its own settings alone is kept the same way.
 
 What an entry holds (one ``.npz`` file, written uncompressed: float32 activations gain ~7 % from zlib).
 
