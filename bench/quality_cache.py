@@ -140,7 +140,8 @@ def run(args: argparse.Namespace) -> int:
         f"{', '.join(res['rerun_reference'])}   rerun / cold {res['rerun_over_cold_s']:.2f} wall, "
         f"{res['rerun_over_cold_cpu_s']:.2f} CPU   result equal: {res['rerun_equals_cold']}\n"
         + f"  cache: {res['entries']} reference and press entries, {res['entry_bytes'] / 1e6:.1f} MB, "
-        f"{res['bytes_per_token']:,.0f} bytes per token\n  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
+        f"{res['bytes_per_token']:,.0f} bytes per token\n"
+        f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}\n")
     return 0
 
 

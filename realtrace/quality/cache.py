@@ -63,8 +63,8 @@ the entry :data:`FORMAT`, and the prompt's token ids; a press entry adds kvpress
 compression ratio and the prompt length; an optimum entry the variant, budget and ``opt_top``, a digest of every
 module that solves it (:data:`OPTIMUM_SOURCES`) and the versions of the numerical libraries it calls; a pass entry
 the schedule's SHA-256, its first row and a digest of the modules that compute the metrics (:data:`PASS_SOURCES`);
-a closed-loop run entry the policy, parameters, budget, seed and ``top`` (:func:`closed_loop_key`).  The prompt's name is not part of it: the same tokens under another name
-share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
+a closed-loop run entry the policy, parameters, budget, seed and ``top`` (:func:`closed_loop_key`).  The prompt's
+name is not part of it: the same tokens under another name share the entry.  The model copy's key is the model identity without the thread count, machine and source digest
 (nothing computed from the weights is stored in it).
 
 Safety. Entries are written through :func:`kvcore.atomic.replacing` (a unique temporary file renamed over the
@@ -409,9 +409,10 @@ def closed_loop_key(reference: dict, policy: str, params, budget: int, seed: int
     ``params`` as ``(name, value)`` pairs) at ``budget`` on a prompt (``reference``: its :func:`reference_key`), with
     ``seed`` and rows observed complete (``top`` ``None``) or cut to ``top`` -- only for a run whose every layer runs
     a compiled rule (:meth:`realtrace.quality.replay.ClosedLoop.runs_compiled`), so that the schedule is a function
-    of these and of the code digested."""
+    of these and of the code digested.  A parameter value JSON cannot hold is keyed by its ``repr``."""
     return {**reference, "entry": "closed-loop run", "run_code": sources_digest(CLOSED_LOOP_SOURCES),
-            "policy": policy, "params": [[str(name), value] for name, value in params], "budget": int(budget),
+            "policy": policy, "params": [[str(name), value if isinstance(value, (bool, int, float, str, type(None)))
+                                         else repr(value)] for name, value in params], "budget": int(budget),
             "seed": int(seed), "top": None if top is None else int(top)}
 
 

@@ -36,8 +36,8 @@ def task_groups(lengths: list[int], budgets: tuple[int, ...], slots: int) -> lis
 def merged(parts: list[dict]) -> dict:
     """One prompt's result from its groups' (:func:`budget_groups`): their runs together
     (:func:`realtrace.quality.aggregate.aggregate` finds a run by configuration and budget, so their order does not
-    matter), the reference ``computed`` when any group computed it, the counts of press choices, optima, passes and closed-loop
-    runs read from the cache summed."""
+    matter), the reference ``computed`` when any group computed it, the counts of press choices, optima, passes and
+    closed-loop runs read from the cache summed."""
     if len(parts) == 1:
         return parts[0]
     statuses = {p["prompt"]["cache"]["reference"] for p in parts}
