@@ -90,14 +90,14 @@ from .groups import merged, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .charges import add_charges, charged
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
-from .optima import OPT, VARIANTS, opt_schedules, variant_name
+from . import stored
+from .optima import OPT, VARIANTS, variant_name
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
 
 KINDS = ("policy", "press", "opt", "file", "full")
 MODES = ("closed", "open", "both")
 LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
-PASS_ARRAYS = ("kl", "dnll", "top1", "argmax", "error", "displaced")  # what :func:`_replayed` returns, in order
 
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     T = ref.T
     if cfg.kind == "opt":
         if (cfg.spec, opt_top) not in memo:
-            memo[cfg.spec, opt_top] = _optima(ref, cfg.spec, opt_top)
+            memo[cfg.spec, opt_top] = stored.optima(ref, cfg.spec, opt_top)
         drops, gap = memo[cfg.spec, opt_top][k]
         return drops, None, gap
     if cfg.kind == "press":
@@ -286,23 +286,6 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     return np.stack([np.stack([drop_from_evictions(
         run_nm(factory(), ref.trace(layer, g, top), k, seed=np.random.default_rng([seed, layer, g]),
                record=True).evictions, T) for g in range(ref.H)]) for layer in range(ref.L)]), None, None
-
-
-def _optima(ref: _Reference, name: str, opt_top: int | None) -> dict:
-    """The optimum ``name`` at every budget of the prompt (:func:`realtrace.quality.optima.opt_schedules`): each
-    budget's read from the on-disk cache where it holds it, the others solved together and stored."""
-    from .cache import optimum_key
-
-    keys = {k: optimum_key(ref.key, name, k, opt_top) for k in ref.budgets}
-    found = {k: ref.store.read("optimum", key) for k, key in keys.items()}
-    out = {k: (arrays["drop"], arrays.get("gap")) for k, arrays in found.items() if arrays is not None}
-    ref.optima_cached += len(out)
-    missing = [k for k in ref.budgets if k not in out]
-    if missing:
-        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top).items():
-            ref.store.write("optimum", keys[k], {"drop": drops, **({} if gap is None else {"gap": gap})})
-            out[k] = drops, gap
-    return out
 
 
 def _file_schedule(memo: dict, path: str, ref: _Reference) -> np.ndarray:
@@ -348,29 +331,15 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
     # (FIFO and LRU at threshold 0 on complete rows keep the same positions)
     key = None if plan is not None else \
         ("pass", start, hashlib.sha256(np.ascontiguousarray(drops, dtype=np.int64)).hexdigest())
-    # a pass from the on-disk cache when an earlier run made the same (module realtrace.quality.cache): an open-loop
-    # one by its schedule, a closed-loop one by the compiled policy, its parameters, budget, seed and top
-    from .cache import closed_loop_key, pass_key
-
+    # a pass from the on-disk cache when an earlier run made the same (module realtrace.quality.stored)
     if key in memo:
         kl, dnll, top1, argmax, error, displaced = memo[key]
     elif key is None:
-        def closed_loop() -> dict:
-            made = dict(zip(PASS_ARRAYS, _replayed(lm, ref, None, plan, start)))
-            return {**made, "drop": np.stack([plan.drops[layer] for layer in range(ref.L)])}
-
-        if plan.runs_compiled():
-            arrays, status = ref.store.fetch("run", closed_loop_key(ref.key, cfg.spec, cfg.params, k, seed, top),
-                                             closed_loop)
-            ref.runs_cached += status == "cached"
-        else:
-            arrays = closed_loop()
-        kl, dnll, top1, argmax, error, displaced, drops = (arrays[name] for name in (*PASS_ARRAYS, "drop"))
+        kl, dnll, top1, argmax, error, displaced, drops = stored.closed_loop_run(
+            ref, plan, cfg, k, seed, top, lambda: _replayed(lm, ref, None, plan, start))
     else:
-        arrays, status = ref.store.fetch("pass", pass_key(ref.key, drops, start),
-                                         lambda: dict(zip(PASS_ARRAYS, _replayed(lm, ref, drops, None, start))))
-        ref.passes_cached += status == "cached"
-        memo[key] = kl, dnll, top1, argmax, error, displaced = tuple(arrays[name] for name in PASS_ARRAYS)
+        memo[key] = kl, dnll, top1, argmax, error, displaced = stored.open_loop_pass(
+            ref, drops, start, lambda: _replayed(lm, ref, drops, None, start))
     a0 = n_prompt - 1
     counts = np.stack([resident_counts(d) for d in drops.reshape(-1, T)])
     out = {"config": cfg.name, "kind": cfg.kind, "mode": cfg.mode, "budget": k,
