@@ -126,8 +126,10 @@ def test_ctrl_c_at_any_moment_exits_130_without_a_traceback(moment, marker):
     from tests.command_line import interruptible
 
     _needs_the_model()
+    # --no-cache: the model is loaded from the GGUF file (de-quantized), not from a copy an earlier run left in the
+    # user's cache, whatever that cache holds
     p = interruptible([sys.executable, "-m", "paper_check", "quality", "OPT", "--budget", "16", "--prompts",
-                       "kv-24-12", "--workers", "0"], cwd=ROOT)
+                       "kv-24-12", "--workers", "0", "--no-cache"], cwd=ROOT)
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(iter(lambda: p.stderr.read(1), "")), daemon=True)
     reader.start()

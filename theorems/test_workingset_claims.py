@@ -211,17 +211,24 @@ def test_a_committed_two_hop_working_set_recomputes():
     assert got[W.HOP_PROMPTS[0]]["heads"] == want[W.HOP_PROMPTS[0]]["heads"]
 
 
+def replayed_from_the_command_line(policy: str, budget: int, prompt: str) -> tuple[dict, dict]:
+    """``quality POLICY --budget K --prompts P --no-opt --no-cache --json`` as a user types it (nothing read from a
+    cache: a recompute): the whole result and the policy's run."""
+    p = subprocess.run([sys.executable, "-m", "paper_check", "quality", policy, "--budget", str(budget), "--prompts",
+                        prompt, "--no-opt", "--no-cache", "--workers", "1", "--threads", "1", "--json"],
+                       capture_output=True, text=True, timeout=900, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    (run,) = [r for r in doc["runs"] if r["config"] == policy]
+    return doc, run
+
+
 @pytest.mark.slow
 @hop_committed
 def test_a_committed_two_hop_replay_recomputes_through_the_command_line():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    p = subprocess.run([sys.executable, "-m", "paper_check", "quality", "H2O", "--budget", "64", "--prompts",
-                        "alias-400-d90", "--no-opt", "--workers", "1", "--threads", "1", "--json"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    doc = json.loads(p.stdout)
-    (run,) = [r for r in doc["runs"] if r["config"] == "H2O"]
+    doc, run = replayed_from_the_command_line("H2O", 64, "alias-400-d90")
     want = W.committed_table(prompts=W.HOP_PROMPTS)["replays"]["H2O"]["alias-400-d90"]["64"]
     assert doc["prompts"][0]["full_cache_right"] and run["prompts"]["alias-400-d90"]["right"] == want["right"]
     assert run["prompts"]["alias-400-d90"]["kl_answer"] == pytest.approx(want["kl_answer"], rel=1e-6, abs=1e-9)
@@ -232,11 +239,7 @@ def test_a_committed_two_hop_replay_recomputes_through_the_command_line():
 def test_a_committed_replay_recomputes_through_the_command_line():
     pytest.importorskip("torch")
     pytest.importorskip("transformers")
-    p = subprocess.run([sys.executable, "-m", "paper_check", "quality", "TOVA", "--budget", "32", "--prompts",
-                        "kv-24-12", "--no-opt", "--workers", "1", "--threads", "1", "--json"],
-                       capture_output=True, text=True, timeout=900, cwd=ROOT)
-    assert p.returncode == 0, p.stderr
-    (run,) = [r for r in json.loads(p.stdout)["runs"] if r["config"] == "TOVA"]
+    _, run = replayed_from_the_command_line("TOVA", 32, "kv-24-12")
     want = W.committed_table()["replays"]["TOVA"]["kv-24-12"]["32"]
     assert run["prompts"]["kv-24-12"]["right"] == want["right"]
     assert run["prompts"]["kv-24-12"]["kl_answer"] == pytest.approx(want["kl_answer"], rel=1e-6, abs=1e-9)

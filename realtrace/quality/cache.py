@@ -83,6 +83,7 @@ delete the directory (or its ``*.npz`` files and ``model-*`` directories); nothi
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -264,9 +265,11 @@ class Store:
 
 # ---- the model's side (needs [real]) -----------------------------------------------------------------------------
 
-def sources_digest(paths) -> str:
+@functools.lru_cache(maxsize=None)
+def sources_digest(paths: tuple[str, ...]) -> str:
     """SHA-256 over the named source files (relative to the checkout; a directory stands for every ``.py`` file
-    below it), by path."""
+    below it), by path.  Read once per process: the code a process runs is the code it imported, and every optimum,
+    pass and run key asks for it."""
     files = []
     for rel in paths:
         files += sorted(str(p.relative_to(ROOT)) for p in (ROOT / rel).rglob("*.py")) if (ROOT / rel).is_dir() \
@@ -416,10 +419,10 @@ def closed_loop_key(reference: dict, policy: str, params, budget: int, seed: int
             "seed": int(seed), "top": None if top is None else int(top)}
 
 
-def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
+def full_cache(lm, prompt, store: Store, key: dict | None = None) -> tuple[dict, object, str]:
     """``(qkv, hidden, status)``: per layer the full-cache pass's ``(query, key, value)`` tensors, its final hidden
     states ``(T, hidden size)``, and whether they were ``"cached"``, ``"computed"`` (and stored) or computed with the
-    cache ``"off"``."""
+    cache ``"off"``; ``key`` is the prompt's :func:`reference_key` when the caller has it already."""
     from .replay import replay
 
     cfg = lm.model.config
@@ -433,7 +436,7 @@ def full_cache(lm, prompt, store: Store) -> tuple[dict, object, str]:
                 arrays[f"{name}{layer:02d}"] = np.ascontiguousarray(t.numpy())
         return arrays
 
-    arrays, status = store.fetch("reference", reference_key(model_identity(lm), prompt.ids), compute)
+    arrays, status = store.fetch("reference", key or reference_key(model_identity(lm), prompt.ids), compute)
     torch = lm.torch
     qkv = {layer: tuple(torch.from_numpy(arrays[f"{name}{layer:02d}"]) for name in "qkv") for layer in range(layers)}
     return qkv, torch.from_numpy(arrays["hidden"]), status

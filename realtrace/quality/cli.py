@@ -11,8 +11,8 @@ A single configuration prints its values per layer group and in total beside the
 cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
 registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
 (:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference, and
-every optimum and open-loop pass computed on it, is read from, or written to, the on-disk cache
-(:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
+every optimum, open-loop pass and compiled closed-loop run computed on it, is read from, or written to, the on-disk
+cache (:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
 Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
 presses); without them, and for any bad input, one line and exit status 2 (:mod:`kvcore.command`).
 """
@@ -81,8 +81,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "then have no OPT row")
     ap.add_argument("--cache-dir", default=None, metavar="DIR",
                     help="where the full-cache reference of each prompt (queries, keys, values, final hidden states; "
-                         "~118 kB per token), the presses' choices, the optima and every open-loop pass's metrics "
-                         "are kept and reused across runs (default: "
+                         "~118 kB per token), the presses' choices, the optima, every open-loop pass and every "
+                         "compiled closed-loop run are kept and reused across runs (default: "
                          f"${ENV}, else $XDG_CACHE_HOME/kv-eviction-theory/quality; clear it by deleting the "
                          "directory)")
     ap.add_argument("--no-cache", action="store_true",

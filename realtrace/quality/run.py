@@ -212,8 +212,8 @@ class _Reference:
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
         # both from the on-disk cache when it holds them (:mod:`realtrace.quality.cache`), else computed and stored
         self.press_drops, self.presses_cached = press_drops(lm, prompt, budgets, presses, store)
-        self.qkv, hidden, self.status = full_cache(lm, prompt, store)
-        self.key = reference_key(model_identity(lm), ids)  # what the optima and passes stored for it are keyed by
+        self.key = reference_key(model_identity(lm), ids)  # the optima, passes and runs stored for it extend it
+        self.qkv, hidden, self.status = full_cache(lm, prompt, store, self.key)
         self.optima_cached = self.passes_cached = self.runs_cached = 0
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full

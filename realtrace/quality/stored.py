@@ -40,8 +40,9 @@ def open_loop_pass(ref, drops: np.ndarray, start: int, replayed) -> tuple:
 
 def closed_loop_run(ref, plan, cfg, k: int, seed: int, top: int | None, replayed) -> tuple:
     """The metrics (:data:`PASS_ARRAYS`) and the schedule ``(L, H, T)`` of the closed-loop ``plan`` of ``cfg`` at
-    budget ``k``: stored when every layer runs a compiled rule (:meth:`realtrace.quality.replay.ClosedLoop.
-    runs_compiled`), else ``replayed()`` (which fills ``plan.drops``) -- and then stored if it could be read."""
+    budget ``k``, from ``replayed()`` (which fills ``plan.drops``): read from the cache, or computed and stored, when
+    every layer runs a compiled rule (:meth:`realtrace.quality.replay.ClosedLoop.runs_compiled`); always computed
+    otherwise."""
     def run() -> dict:
         made = dict(zip(PASS_ARRAYS, replayed()))
         return {**made, "drop": np.stack([plan.drops[layer] for layer in range(ref.L)])}
