@@ -130,8 +130,9 @@ def _out_root(args, default: Path) -> Path:
     return Path(args.out) if getattr(args, "out", None) else default
 
 
-def _build_figures(ids, profile, staging) -> dict[str, list[str]]:
-    """Build figures into ``staging`` (its ``figures/``); returns id -> paths relative to the output root."""
+def _build_figures(ids, profile, staging, first: int = 1, total: int | None = None) -> dict[str, list[str]]:
+    """Build figures into ``staging`` (its ``figures/``); returns id -> paths relative to the output root.  The
+    progress lines number them from ``first`` of ``total`` (default: these alone)."""
     import time
 
     import figures
@@ -141,11 +142,11 @@ def _build_figures(ids, profile, staging) -> dict[str, list[str]]:
 
     fig_dir = staging.path("figures/.keep").parent
     built = {}
-    for n, fid in enumerate(ids, 1):
+    for n, fid in enumerate(ids, first):
         t0 = time.perf_counter()
         paths = figures.build(fid, fig_dir, data=figure_data(fid, profile))
         built[fid] = [f"figures/{p.name}" for p in paths]
-        progress(f"[figure {n}/{len(ids)}] {fid}: {', '.join(p.name for p in paths)} "
+        progress(f"[figure {n}/{total or len(ids)}] {fid}: {', '.join(p.name for p in paths)} "
                  f"({time.perf_counter() - t0:.1f} s)")
     return built
 
@@ -163,11 +164,26 @@ def cmd_run(args) -> int:
     root = _out_root(args, REPO_ROOT)
     with Staging(root, replace_dirs=["paper_check/counterexamples"]) as staging:
         progress(f"paper_check: profile {profile.name}; writing figures/ and paper_check/ under {root}")
-        with quality_inputs(list(CLAIMS), args.full, args.recompute, staging.root) as used:
-            built = _build_figures(list(figures.FIGURES), profile, staging)
-            results = run_claims(list(CLAIMS), Context(profile, staging.dir, built))
+        fig_ids, claim_ids = list(figures.FIGURES), list(CLAIMS)
+        with quality_inputs(claim_ids, args.full, args.recompute, staging.root) as inputs:
+            # first what reads no quality input set, while those are remade; then the rest
+            late_figs, late_claims = inputs.waiting_figures(fig_ids), inputs.waiting_claims(claim_ids)
+            early_figs = [f for f in fig_ids if f not in late_figs]
+            early_claims = [c for c in claim_ids if c not in late_claims]
+            built: dict[str, list[str]] = {}
+            ctx = Context(profile, staging.dir, built, waiting=frozenset(late_figs))
+            built.update(_build_figures(early_figs, profile, staging, total=len(fig_ids)))
+            results = run_claims(early_claims, ctx, total=len(claim_ids))
+            real = real_trace_section(profile, staging)
+            used = inputs.wait()
+            ctx.waiting = frozenset()
+            built.update(_build_figures([f for f in fig_ids if f in late_figs], profile, staging,
+                                        first=len(early_figs) + 1, total=len(fig_ids)))
+            results.update(run_claims([c for c in claim_ids if c in late_claims], ctx, first=len(early_claims) + 1,
+                                      total=len(claim_ids)))
+        built = {f: built[f] for f in fig_ids}
+        results = {c: results[c] for c in claim_ids}
         annotate(results, used)
-        real = real_trace_section(profile, staging)
         changes = [] if args.write_ledger else ledger_changes(results, profile)
         write_report(staging, profile, results, built, changes, real)
     progress(f"paper_check: wrote {root / 'paper_check' / 'report.md'} and report.json, {len(built)} figures")
@@ -221,7 +237,8 @@ def cmd_claim(args) -> int:
     selected(args.recompute, args.full)
     root = _out_root(args, Path(DEFAULT_OUT))
     with Staging(root) as staging:
-        with quality_inputs([args.id], args.full, args.recompute, staging.root) as used:
+        with quality_inputs([args.id], args.full, args.recompute, staging.root) as inputs:
+            used = inputs.wait()
             results = run_claims([args.id], Context(profile, staging.dir))
         annotate(results, used)
         res = results[args.id]

@@ -10,6 +10,10 @@ step is one single-threaded model process), the costliest first (:attr:`QualityI
 :class:`kvcore.tasks.TaskPool` of threads (the ``[dist]`` extra; one after the other without it). Every set a run
 reads from its committed files is named in exactly one stderr line starting ``FALLBACK:``, with the reason (quick
 profile, not selected, a missing extra, or a recompute that failed, each failure reported in one line of its own).
+
+The recompute runs in the background (:class:`QualityInputs`): while it does, the run builds the figures and decides
+the claims that read none of the sets (the declaration says which do), so on two cores the model's steps and the
+rest of the report share the machine instead of following each other.
 """
 
 from __future__ import annotations
@@ -19,12 +23,14 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 import time
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from kvcore.errors import ParameterError
 from kvcore.tasks import dask_available, map_tasks
+from realtrace import inputs_from, inputs_pending
 from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
 
 from .report import REPO_ROOT, progress
@@ -34,6 +40,7 @@ NOT_SELECTED = "not selected by --recompute"
 FAILED = "recompute failed: the line above says why"
 EXTRA_MODULES = {"real": ("torch", "transformers", "gguf"), "kvpress": ("kvpress",)}
 RECOMPUTE_WORKERS = 2  # sets remade at once: one per core of the 2-core machine the --full goal is set for
+_STOP = threading.Event()  # set when the run that started a recompute ends before it: its steps are terminated
 
 
 class RecomputeFailed(Exception):
@@ -86,6 +93,21 @@ def _shown(argv: list[str]) -> str:
     return " ".join(words)
 
 
+def _run_step(argv: list[str], out) -> tuple[int, str]:
+    """Run one step's command (stdout to ``out``): its exit code and stderr.  Terminated when :data:`_STOP` is set
+    (the run that wanted it has ended)."""
+    if _STOP.is_set():
+        return 1, "stopped: the run ended before this step"
+    with subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT) as p:
+        while True:
+            try:
+                err = p.communicate(timeout=0.5)[1]  # retried after a timeout without losing output (subprocess docs)
+                return p.returncode, err
+            except subprocess.TimeoutExpired:
+                if _STOP.is_set():
+                    p.terminate()
+
+
 def recompute(s: QualityInput, target: Path) -> None:
     """Run ``s``'s steps into ``target`` (created), then copy its ``keep`` files from the committed set.  A step
     that exits non-zero or does not write what it declares raises :class:`RecomputeFailed`."""
@@ -98,13 +120,13 @@ def recompute(s: QualityInput, target: Path) -> None:
         t0 = time.perf_counter()
         out = open(target / step.stdout, "w") if step.stdout else subprocess.DEVNULL
         try:
-            p = subprocess.run(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT)
+            code, err = _run_step(argv, out)
         finally:
             if step.stdout:
                 out.close()
-        if p.returncode != 0:
-            last = next((ln for ln in reversed(p.stderr.splitlines()) if ln.strip()), "no message")
-            raise RecomputeFailed(f"{where} exited {p.returncode}: {last.strip()}")
+        if code != 0:
+            last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "no message")
+            raise RecomputeFailed(f"{where} exited {code}: {last.strip()}")
         for src, name in step.collect:
             if not (scratch / src).is_file():
                 raise RecomputeFailed(f"{where} wrote no {src}")
@@ -144,43 +166,94 @@ def fallback_line(reasons: dict[str, str]) -> str:
         f"{', '.join(dirs)} ({why})" for why, dirs in groups.items())
 
 
+class QualityInputs:
+    """The input sets of one run while they are remade (:func:`quality_inputs`).  Until :meth:`wait`, every declared
+    set the run's claims read is ``waiting`` -- being recomputed, or, when it is read from its committed files, held
+    back all the same, so that the quick profile runs the same two phases and a reader missing from the declaration
+    fails there too: :func:`realtrace.input_dir` raises :class:`realtrace.InputPending` for it.  What reads none of
+    them (:meth:`waiting_claims`, :meth:`waiting_figures` say what does) runs meanwhile."""
+
+    def __init__(self, sets: list[QualityInput], todo: list[QualityInput], reasons: dict[str, str],
+                 staging: Path | None, claim_ids):
+        self.sets, self.reasons, self.claim_ids = sets, reasons, list(claim_ids)
+        self.waiting = frozenset(s.name for s in sets)
+        self.used: dict[str, dict[str, str]] | None = None
+        self._staging, self._done = staging, {}
+        self._held = ExitStack()
+        self._held.enter_context(inputs_pending(self.waiting))
+        self._thread = threading.Thread(target=self._remake, args=(todo,), name="recompute", daemon=True)
+        self._thread.start()
+
+    def _remake(self, todo: list[QualityInput]) -> None:
+        if todo:
+            self._done = recompute_all(todo, self._staging)
+
+    def waiting_claims(self, claim_ids) -> set[str]:
+        """Those of ``claim_ids`` that read a set still waiting."""
+        return {c for s in self.sets if s.name in self.waiting for c in s.claims} & set(claim_ids)
+
+    def waiting_figures(self, fig_ids) -> set[str]:
+        """Those of ``fig_ids`` drawn from a set still waiting."""
+        return {f for s in self.sets if s.name in self.waiting for f in s.figures} & set(fig_ids)
+
+    def wait(self) -> dict[str, dict[str, str]]:
+        """Wait for the recompute; say in one line each what failed, in one ``FALLBACK:`` line what is read from its
+        committed files, and per claim what it decides from; from here on the readers read the remade sets.  Returns
+        ``{claim id: {set name: "recomputed" | "committed"}}`` for the claims that read a set."""
+        if self.used is not None:
+            return self.used
+        self._thread.join()
+        staged = {}
+        for name, failure in self._done.items():
+            if failure is None:
+                staged[name] = self._staging / name
+            else:
+                progress(f"paper_check: recompute of realtrace/data/{name} failed: {failure}")
+                self.reasons[name] = FAILED
+        reasons = {s.name: self.reasons[s.name] for s in self.sets if s.name in self.reasons}  # declaration order
+        if reasons:
+            progress(fallback_line(reasons))
+        used = {cid: {s.name: "recomputed" if s.name in staged else "committed" for s in self.sets if cid in s.claims}
+                for cid in self.claim_ids}
+        self.used = {cid: u for cid, u in used.items() if u}
+        for cid, u in self.used.items():
+            progress(f"[inputs] {cid} decides from " + ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items()))
+        self._held.close()
+        self._held.enter_context(inputs_from(staged))
+        self.waiting = frozenset()
+        return self.used
+
+    def close(self) -> None:
+        """Stop a recompute still running (its step processes are terminated) and wait for it to end."""
+        if self._thread.is_alive():
+            _STOP.set()
+            self._thread.join()
+        self._held.close()
+
+
 @contextmanager
 def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
-    """For the block, the input sets ``claim_ids`` read: recomputed under ``--full`` (those :func:`selected` and
-    whose extras import), committed otherwise, with the ``FALLBACK:`` line on stderr.  Yields ``{claim id: {set
-    name: "recomputed" | "committed"}}`` for the claims that read a set."""
-    from realtrace import inputs_from
-
+    """For the block, the input sets ``claim_ids`` read (:class:`QualityInputs`): recomputed in the background under
+    ``--full`` (those :func:`selected` and whose extras import), committed otherwise; :meth:`QualityInputs.wait`
+    ends the recompute and says which, with the ``FALLBACK:`` line.  The staging directory is removed at the end, and
+    a block left early (an error, Ctrl-C) stops the recompute first."""
     sets = sets_read_by(claim_ids)
     chosen = selected(option, full)
     reasons: dict[str, str] = {}
-    staged: dict[str, Path] = {}
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".paper_check-staging-inputs-")) if full and sets else None
+    todo = []
+    for s in sets:
+        why = QUICK if not full else NOT_SELECTED if s.name not in chosen else missing_extra(s)
+        if why is None:
+            todo.append(s)
+        else:
+            reasons[s.name] = why
+    _STOP.clear()
+    inputs = QualityInputs(sets, todo, reasons, staging, claim_ids)
     try:
-        todo = []
-        for s in sets:
-            why = QUICK if not full else NOT_SELECTED if s.name not in chosen else missing_extra(s)
-            if why is None:
-                todo.append(s)
-            else:
-                reasons[s.name] = why
-        for name, failure in recompute_all(todo, staging).items() if todo else ():
-            if failure is None:
-                staged[name] = staging / name
-            else:
-                progress(f"paper_check: recompute of realtrace/data/{name} failed: {failure}")
-                reasons[name] = FAILED
-        reasons = {s.name: reasons[s.name] for s in sets if s.name in reasons}  # declaration order in the line
-        if reasons:
-            progress(fallback_line(reasons))
-        used = {cid: {s.name: "recomputed" if s.name in staged else "committed" for s in sets if cid in s.claims}
-                for cid in claim_ids}
-        used = {cid: u for cid, u in used.items() if u}
-        for cid, u in used.items():
-            progress(f"[inputs] {cid} decides from " + ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items()))
-        with inputs_from(staged):
-            yield used
+        yield inputs
     finally:
+        inputs.close()
         if staging is not None:
             shutil.rmtree(staging, ignore_errors=True)
 

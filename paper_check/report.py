@@ -125,13 +125,15 @@ class Staging:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def run_claims(ids: Iterable[str], ctx: Context) -> dict[str, ClaimResult]:
+def run_claims(ids: Iterable[str], ctx: Context, first: int = 1, total: int | None = None
+               ) -> dict[str, ClaimResult]:
+    """Decide the claims ``ids``; the progress lines number them from ``first`` of ``total`` (default: these)."""
     results = {}
     ids = list(ids)
-    for n, cid in enumerate(ids, 1):
+    for n, cid in enumerate(ids, first):
         t0 = time.perf_counter()
         res = CLAIMS[cid].run(ctx)
-        progress(f"[claim {n}/{len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
+        progress(f"[claim {n}/{total or len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
         results[cid] = res
     return results
 

@@ -35,10 +35,36 @@ COMMITTED_NAME = "realtrace/data/smollm2_recall"
 _INPUT_OVERRIDES: dict[str, Path] = {}
 
 
+# input sets being recomputed while this process does other work: reading one is an error until it is done
+_INPUTS_PENDING: set[str] = set()
+
+
+class InputPending(RuntimeError):
+    """A reader asked for an input set (or a figure drawn from one) that is still being recomputed: its reader was
+    not declared in :data:`theorems.quality_inputs.QUALITY_INPUTS`, so ``paper_check`` ran it too early."""
+
+
 def input_dir(name: str) -> Path:
     """The directory a reader of the committed input set ``realtrace/data/<name>`` reads: the committed one, or the
-    recomputed copy :func:`inputs_from` stands in for it (same directory name, so what a report names is unchanged)."""
+    recomputed copy :func:`inputs_from` stands in for it (same directory name, so what a report names is unchanged).
+    :class:`InputPending` while the set is being recomputed (:func:`inputs_pending`)."""
+    if name in _INPUTS_PENDING:
+        raise InputPending(f"realtrace/data/{name} is read while it is being recomputed (its reader is not declared "
+                           "in theorems/quality_inputs.py)")
     return _INPUT_OVERRIDES.get(name, DATA_DIR / name)
+
+
+@contextmanager
+def inputs_pending(names):
+    """Within the block, :func:`input_dir` of each of ``names`` raises :class:`InputPending`: ``paper_check --full``
+    runs what reads none of them while they are recomputed, and this catches a reader it should have waited for."""
+    saved = set(_INPUTS_PENDING)
+    _INPUTS_PENDING.update(names)
+    try:
+        yield
+    finally:
+        _INPUTS_PENDING.clear()
+        _INPUTS_PENDING.update(saved)
 
 
 @contextmanager
@@ -88,5 +114,5 @@ def load_default_traces(capture_dir: str | Path | None = None, shown: str | None
     return ts, f"FALLBACK: committed trace set {COMMITTED_NAME} ({reason})"
 
 
-__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "TraceSet", "input_dir", "inputs_from",
-           "load_default_traces", "load_traceset", "real_extra_available", "save_traceset"]
+__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "InputPending", "TraceSet", "input_dir",
+           "inputs_from", "inputs_pending", "load_default_traces", "load_traceset", "real_extra_available", "save_traceset"]

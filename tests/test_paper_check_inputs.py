@@ -19,7 +19,7 @@ from paper_check import inputs
 from realtrace import DATA_DIR, input_dir, inputs_from
 from tests.command_line import ROOT, is_one_line_error, run_module
 from theorems.claims import CLAIMS
-from theorems.quality_inputs import QUALITY_INPUTS, SURROGATE, input_set
+from theorems.quality_inputs import QUALITY_INPUTS, SURROGATE, QualityInput, Step, input_set
 from theorems.results.recommendations import section10_quality
 
 PROVENANCE = (DATA_DIR / "PROVENANCE.md").read_text() + "".join(p.read_text() for p in DATA_DIR.glob("*/PROVENANCE.md"))
@@ -243,3 +243,90 @@ def test_two_sets_are_remade_at_once_the_costliest_first_and_a_failure_stops_no_
     assert got["broken"].startswith("step 1/1 (python -c import sys") and got["broken"].endswith("no model here")
     for name in "ab":
         assert (tmp_path / "staging" / name / "out.txt").read_text() == f"{name}\n"
+
+
+# ---- the recompute in the background ----------------------------------------------------------------------------
+
+WAIT_FOR = """import pathlib, sys, time
+go, deadline = pathlib.Path(sys.argv[1]), time.monotonic() + float(sys.argv[2])
+while not go.exists():  # finishes only once the caller's block has run this far
+    if time.monotonic() > deadline:
+        sys.exit("the block never ran while this step did")
+    time.sleep(0.05)
+print("remade")
+"""
+
+
+def stand_in(monkeypatch, go, seconds: float, claims=("x",)) -> QualityInput:
+    """One declared stand-in set, ``slow``, read by claim ``x`` and figure ``f``: its step waits up to ``seconds``
+    for the file ``go``."""
+    s = QualityInput("slow", tuple(claims), (Step(("{python}", "-c", WAIT_FOR, str(go), str(seconds)),
+                                                  stdout="out.txt"),), extras=(), minutes=1.0, figures=("f",))
+    monkeypatch.setattr(inputs, "QUALITY_INPUTS", (s,))
+    return s
+
+
+def test_the_block_runs_while_the_sets_are_remade_and_reads_them_after_wait(tmp_path, monkeypatch):
+    """The stand-in step finishes only after the block has run: so the block runs during the recompute.  Until
+    ``wait`` the set is waiting (its reader raises InputPending, its claim and figure are named as waiting); after
+    it the reader reads the remade copy."""
+    from realtrace import InputPending
+
+    go = tmp_path / "go"
+    stand_in(monkeypatch, go, 30)
+    with inputs.quality_inputs(["x", "y"], True, None, tmp_path) as q:
+        assert q.waiting == {"slow"}
+        assert q.waiting_claims(["x", "y"]) == {"x"} and q.waiting_figures(["f", "g"]) == {"f"}
+        with pytest.raises(InputPending, match="realtrace/data/slow"):
+            input_dir("slow")
+        go.write_text("")
+        assert q.wait() == {"x": {"slow": "recomputed"}}
+        assert q.waiting == frozenset() and q.waiting_claims(["x"]) == set()
+        assert (input_dir("slow") / "out.txt").read_text() == "remade\n"
+    assert input_dir("slow") == DATA_DIR / "slow"
+    assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+def test_a_block_left_early_stops_the_recompute(tmp_path, monkeypatch):
+    """An error in the block while a step runs (it would wait 60 s): the step is terminated, the context ends
+    within seconds, the staging directory is gone and the set is readable again."""
+    import time
+
+    stand_in(monkeypatch, tmp_path / "never", 60)
+    t0 = time.monotonic()
+    with pytest.raises(RuntimeError, match="left early"):
+        with inputs.quality_inputs(["x"], True, None, tmp_path):
+            time.sleep(1)  # the step is running
+            raise RuntimeError("left early")
+    assert time.monotonic() - t0 < 30
+    assert input_dir("slow") == DATA_DIR / "slow"
+    assert not list(tmp_path.glob(".paper_check-staging-*"))
+
+
+def test_a_figure_drawn_from_a_waiting_set_is_not_handed_out():
+    from realtrace import InputPending
+    from theorems.claims import Context
+    from theorems.profile import PROFILES
+
+    ctx = Context(PROFILES["quick"], ROOT, {"bench": ["figures/b.png"], "8": ["figures/e.png"]},
+                  waiting=frozenset({"bench"}))
+    assert ctx.figure_files("8") == ["figures/e.png"]
+    with pytest.raises(InputPending, match="bench"):
+        ctx.figure_files("8", "bench")
+
+
+@pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
+def test_each_figure_declared_for_a_set_reads_it(s):
+    """The other direction of the declaration (a reader missing from it fails every quick run, which holds every
+    set back until the claims that read none have run): each figure declared for ``s`` reads it."""
+    import figures
+    from realtrace import InputPending, inputs_pending
+    from theorems.profile import PROFILES
+    from theorems.results.overlays import figure_data
+    from theorems.tables import _cached
+
+    for fid in s.figures:
+        assert fid in figures.FIGURES, fid
+        _cached.cache_clear()  # a table computed earlier in this process would not read the set again
+        with inputs_pending({s.name}), pytest.raises(InputPending, match=s.name):
+            figure_data(fid, PROFILES["quick"])

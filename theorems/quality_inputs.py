@@ -33,7 +33,8 @@ class Step:
 class QualityInput:
     """A committed input set ``realtrace/data/<name>``, the claims that read it, the steps that regenerate it, the
     extras those steps need, the committed files carried over unchanged (``keep``: an input of a step, or a
-    file no claim reads, such as a timing), and what its recompute costs (``minutes``)."""
+    file no claim reads, such as a timing), what its recompute costs (``minutes``), and the figures drawn from it
+    (``figures``: ``paper_check`` builds them after the set is remade, the others while it is)."""
 
     name: str
     claims: tuple[str, ...]
@@ -41,6 +42,7 @@ class QualityInput:
     extras: tuple[str, ...] = ("real",)
     keep: tuple[str, ...] = ()
     minutes: float = 0.0  # one core's minutes for its recompute in --full's order (README, Cost); costliest first
+    figures: tuple[str, ...] = ()
 
     @property
     def directory(self) -> str:
@@ -104,24 +106,25 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _quality("H2O", "--budget", "128", "--opt-top", "32", "--workers", "1", out="H2O_K128.json"),
         _quality("Default", "-p", "recent=64", "-p", "n_sinks=4", "--budget", "256", "--opt-top", "32", "--workers",
                  "1", out="Default_K256.json"),
-        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json")), minutes=7.7),
+        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json")), minutes=7.7,
+        figures=("surrogate",)),
     QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
         _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--prompts", SHIFT, "--opt-top",
                  "32", "--workers", "1", "--threads", "1", out="Default_K128.json"),
         Step(("{python}", "-c", SHIFT_SCRIPT, "128", "H2O", "TOVA"), stdout="H2O_TOVA_K128.json"),
         Step(("{python}", "-c", SHIFT_SCRIPT, "256", "Default", "H2O", "TOVA"), stdout="Default_H2O_TOVA_K256.json")),
-        minutes=2.1),
+        minutes=2.1, figures=("gda_shift", "surrogate")),
     QualityInput("quality_coupled", (SURROGATE,), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
                  "--threads", "1", out="OPT_coupled.json"),
         _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
                  "--opt-top", "32", "--workers", "1", "--threads", "1", out="OPT_static.json")),
-        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=6.6),
+        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=6.6, figures=("surrogate",)),
     QualityInput("quality_value", (SURROGATE,), (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
         _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
-                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.3),
+                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.3, figures=("surrogate",)),
     QualityInput("quality_budgets", (SURROGATE,), (
         Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
               "PyramidKV,AdaKV,CriticalKV,CriticalAdaKV,SnapKV", "--budgets", "128", "--prompts", SHORT5, "--workers",
@@ -130,11 +133,13 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "LUKV=realtrace/data/quality_budgets/lukv_curve_recall.npy", "--budgets", "128", "--prompts", SHORT5,
               "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
              collect=(("quality.json", "lukv_K128.json"),))),
-        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.0),
+        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.0,
+        figures=("surrogate",)),
     QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
                                         SURROGATE), (
         _workingset_sweep(WORKINGSET_PROMPTS),
-        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=4.2),
+        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=4.2,
+        figures=("workingset", "surrogate")),
     QualityInput("long_range_two_hop", ("long-range-floor",), (
         _workingset_sweep(TWO_HOP_PROMPTS),
         Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=5.2),
@@ -142,16 +147,17 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _sweep29("--budgets", "64,128", "--prompts", EASY5, "--steps", out="easy_K64_K128.json"),
         _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json"),
         _sweep29("--budgets", "32", "--prompts", EASY5, out="easy_K32.json")),
-        keep=("sweep.sh",), minutes=8.0),
+        keep=("sweep.sh",), minutes=8.0, figures=("14m", "bench", "surrogate")),
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
-        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6),
+        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate")),
     QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
-        Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.2),
+        Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.2,
+        figures=("heads", "surrogate")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
-              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.5),
+              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.5, figures=("value_directions",)),
 )
 
 

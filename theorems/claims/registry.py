@@ -71,15 +71,23 @@ class ClaimResult:
 @dataclass
 class Context:
     """What a check may use: the profile, its declared sizes at that profile, the output root (laid out like the
-    repository) for counterexample files, and the figure files built this run."""
+    repository) for counterexample files, the figure files built this run, and the figures still to be built from
+    input sets being recomputed (``waiting``)."""
 
     profile: Profile
     out_dir: Path
     figures: dict[str, list[str]] = field(default_factory=dict)
     sizes: dict[str, Any] = field(default_factory=dict)
+    waiting: frozenset[str] = frozenset()
 
     def figure_files(self, *fig_ids: str) -> list[str]:
-        """The files of the figures that illustrate a claim (built this run), in the order given."""
+        """The files of the figures that illustrate a claim (built this run), in the order given; a figure in
+        ``waiting`` raises :class:`realtrace.InputPending` (its files do not exist yet)."""
+        if self.waiting.intersection(fig_ids):
+            from realtrace import InputPending
+
+            raise InputPending(f"figure {sorted(self.waiting.intersection(fig_ids))[0]} is asked for before the "
+                               "input sets it is drawn from are recomputed")
         return [p for f in fig_ids for p in self.figures.get(f, [])]
 
     def save_counterexample(self, name: str, trace) -> str:
