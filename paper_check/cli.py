@@ -172,9 +172,10 @@ def cmd_run(args) -> int:
             early_claims = [c for c in claim_ids if c not in late_claims]
             built: dict[str, list[str]] = {}
             ctx = Context(profile, staging.dir, built, waiting=frozenset(late_figs))
-            built.update(_build_figures(early_figs, profile, staging, total=len(fig_ids)))
-            results = run_claims(early_claims, ctx, total=len(claim_ids))
-            real = real_trace_section(profile, staging)
+            with inputs.on_one_core():
+                built.update(_build_figures(early_figs, profile, staging, total=len(fig_ids)))
+                results = run_claims(early_claims, ctx, total=len(claim_ids))
+                real = real_trace_section(profile, staging)
             used = inputs.wait()
             ctx.waiting = frozenset()
             built.update(_build_figures([f for f in fig_ids if f in late_figs], profile, staging,

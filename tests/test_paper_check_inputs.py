@@ -330,3 +330,29 @@ def test_each_figure_declared_for_a_set_reads_it(s):
         _cached.cache_clear()  # a table computed earlier in this process would not read the set again
         with inputs_pending({s.name}), pytest.raises(InputPending, match=s.name):
             figure_data(fid, PROFILES["quick"])
+
+
+ALONE = """import pathlib, sys, time
+marks, me = pathlib.Path(sys.argv[1]), sys.argv[2]
+(marks / me).write_text("")
+time.sleep(1.5)
+others = sorted(p.name for p in marks.iterdir() if p.name != me)
+(marks / me).unlink()
+print("beside " + ",".join(others) if others else "alone")
+"""
+
+
+def test_the_runs_own_work_takes_one_of_the_recomputes_cores(tmp_path, monkeypatch):
+    """While the run's own work holds a core (``on_one_core``), two sets that would be remade at once run their steps
+    one after the other: each step sees no other running (with a free core they do, the test above)."""
+    pytest.importorskip("distributed", reason="the sets are remade at once on the [dist] extra's TaskPool")
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    sets = tuple(QualityInput(n, ("x",), (Step(("{python}", "-c", ALONE, str(marks), n), stdout="out.txt"),),
+                              extras=(), minutes=m) for n, m in (("a", 2.0), ("b", 1.0)))
+    monkeypatch.setattr(inputs, "QUALITY_INPUTS", sets)
+    with inputs.quality_inputs(["x"], True, None, tmp_path) as q:
+        with q.on_one_core():
+            q._thread.join()  # the whole recompute while this block holds its core
+        assert q.wait() == {"x": {"a": "recomputed", "b": "recomputed"}}
+        assert [(input_dir(n) / "out.txt").read_text() for n in "ab"] == ["alone\n", "alone\n"]

@@ -28,7 +28,7 @@ def test_help_lists_every_option(module, args):
     assert code == 0, err
     for opt in ("--all", "--budget", "--budgets", "--prompts", "--mode", "--policies", "--presses", "--seed", "--top",
                 "--threads", "--workers", "--scheduler", "--steps", "--out", "--json", "--param", "press:NAME", "OPT",
-                "--no-opt", "--cache-dir", "--no-cache", "KV_QUALITY_CACHE", "XDG_CACHE_HOME"):
+                "--no-opt", "--answered-only", "--cache-dir", "--no-cache", "KV_QUALITY_CACHE", "XDG_CACHE_HOME"):
         assert opt in out, opt
 
 

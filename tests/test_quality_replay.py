@@ -402,6 +402,33 @@ def test_own_prompts_go_through_the_positive_control(lm, tmp_path):
     assert opt["max_resident"] == 6
 
 
+def test_answered_only_runs_nothing_on_a_prompt_the_full_cache_gets_wrong(lm, tmp_path):
+    """``--answered-only``: the prompt that fails the control is still listed and excluded, but has no run; every
+    run of the study equals the study of the answered prompt alone (whose means are over it alone) -- and without
+    the option the failing prompt is run (the control of this test)."""
+    import json
+
+    from realtrace.quality.run import evaluate
+
+    text = "The secret word is apple. Repeat the secret word.\nThe secret word is"
+    both, alone = tmp_path / "both.jsonl", tmp_path / "alone.jsonl"
+    right = json.dumps({"name": "right", "text": text, "answer": " apple"}) + "\n"
+    both.write_text(right + json.dumps({"name": "wrong", "text": text, "answer": " banana"}) + "\n")
+    alone.write_text(right)
+    kw = {"workers": 0, "progress": False, "no_cache": True}
+    skipped = evaluate(["H2O"], [6], None, prompts_file=str(both), answered_only=True, **kw)
+    ran = evaluate(["H2O"], [6], None, prompts_file=str(both), **kw)
+    single = evaluate(["H2O"], [6], None, prompts_file=str(alone), **kw)
+    assert skipped["excluded"] == ran["excluded"] == ["wrong"] and skipped["settings"]["answered_only"] is True
+    assert "answered_only" not in ran["settings"]
+    assert all(set(r["prompts"]) == {"wrong", "right"} for r in ran["runs"] if r["kind"] != "full")
+    assert [r["config"] for r in skipped["runs"]] == [r["config"] for r in single["runs"]]
+    for a, b in zip(skipped["runs"], single["runs"]):
+        if a["kind"] == "full":
+            continue  # the full cache's row also names the excluded prompt's length and answer likelihood
+        assert set(a["prompts"]) == {"right"} and a["total"] == b["total"] and a["prompts"] == b["prompts"]
+
+
 def test_a_configured_policy_runs_with_its_parameters(lm, tmp_path):
     """``quality Default -p recent=2 -p n_sinks=1``: the replay builds the policy with those parameters -- its
     schedule differs from the registered Default's (recency floor 256: at K = 6 a sliding window) -- and reports it

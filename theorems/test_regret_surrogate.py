@@ -61,6 +61,42 @@ def test_the_bootstrap_sees_a_planted_relation_in_either_direction_and_is_seeded
     assert rank_correlation(_toy(1), "x", "y", 300, 1)["pooled_ci95"] != up["pooled_ci95"]
 
 
+def plain_bootstrap(points: list[dict], resamples: int, seed: int) -> tuple[list[float], list[float]]:
+    """The bootstrap written out: per draw, the drawn prompts' points concatenated, their pooled rho, and the mean of
+    each drawn prompt's own rho recomputed from its points (NaN ones left out)."""
+    x, y = np.array([q["x"] for q in points]), np.array([q["y"] for q in points])
+    keys = sorted({(q["dir"], q["prompt"]) for q in points})
+    groups = [np.array([i for i, q in enumerate(points) if (q["dir"], q["prompt"]) == k]) for k in keys]
+    rng = np.random.default_rng(seed)
+    pooled, within = [], []
+    for _ in range(resamples):
+        pick = [groups[i] for i in rng.integers(0, len(groups), size=len(groups))]
+        idx = np.concatenate(pick)
+        pooled.append(_rho(x[idx], y[idx]))
+        rhos = [r for r in (_rho(x[g], y[g]) for g in pick) if not np.isnan(r)]
+        within.append(float(np.mean(rhos)) if rhos else float("nan"))
+    return pooled, within
+
+
+def _interval(draws: list[float]) -> list[float]:
+    d = np.array(draws)
+    d = d[~np.isnan(d)]
+    return [float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))] if len(d) else [float("nan")] * 2
+
+
+@given(st.lists(st.lists(st.tuples(st.integers(0, 4), st.integers(0, 4)), min_size=1, max_size=6), min_size=1,
+                max_size=6), st.integers(0, 3))
+def test_the_bootstrap_equals_the_plain_one(prompts, seed):
+    """Each drawn prompt's own rho is computed once rather than per draw: the intervals are those of the bootstrap
+    written out (:func:`plain_bootstrap`), exactly -- on prompts with ties, constant sides and under 3 points."""
+    points = [{"dir": "d", "prompt": f"p{n}", "x": float(a), "y": float(b)} for n, pts in enumerate(prompts)
+              for a, b in pts]
+    got = rank_correlation(points, "x", "y", 25, seed)
+    pooled, within = plain_bootstrap(points, 25, seed)
+    np.testing.assert_array_equal(got["pooled_ci95"], _interval(pooled))
+    np.testing.assert_array_equal(got["within_ci95"], _interval(within))
+
+
 def test_the_claim_reads_the_replays_without_torch():
     code = ("import sys; sys.modules['torch'] = sys.modules['transformers'] = sys.modules['kvpress'] = None; "
             "from theorems.results.surrogate import surrogate_table; t = surrogate_table(20, 0); print(t['points'])")

@@ -10,7 +10,8 @@
 A single configuration prints its values per layer group and in total beside the exact optimum's and the full
 cache's (``--json``: the whole result as one JSON document on stdout, nothing else there); ``--all`` runs every
 registered NM policy, every bridged prefill press and the exact optimum and writes the report folder
-(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out.  Each prompt's full-cache reference, and
+(:mod:`realtrace.quality.report`); ``--no-opt`` leaves the optimum out; ``--answered-only`` runs nothing on the
+prompts that fail the positive control.  Each prompt's full-cache reference, and
 every optimum, open-loop pass and compiled closed-loop run computed on it, is read from, or written to, the on-disk
 cache (:mod:`realtrace.quality.cache`; ``--cache-dir``, ``--no-cache``).
 Progress goes to stderr.  Needs the ``[real]`` extra (and ``[kvpress]`` for
@@ -79,6 +80,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--no-opt", action="store_true",
                     help="do not replay the exact optimum beside the named configuration (or in --all); the tables "
                          "then have no OPT row")
+    ap.add_argument("--answered-only", action="store_true",
+                    help="run nothing on a prompt the full cache answers wrong (the positive control, decided "
+                         "first): it is still listed under 'excluded', and every mean is over the answered prompts")
     ap.add_argument("--cache-dir", default=None, metavar="DIR",
                     help="where the full-cache reference of each prompt (queries, keys, values, final hidden states; "
                          "~118 kB per token), the presses' choices, the optima, every open-loop pass and every "
@@ -146,7 +150,7 @@ def run(args: argparse.Namespace) -> int:
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
                    args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top,
                    prompts_file=args.prompts_file, no_opt=args.no_opt, cache_dir=args.cache_dir,
-                   no_cache=args.no_cache)
+                   no_cache=args.no_cache, answered_only=args.answered_only)
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")

@@ -65,7 +65,8 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
   ``stream`` (rows ``K .. T-2``: every row after the budget binds; nothing can be dropped earlier) and ``answer``
   (the rows that predict the answer tokens);
 * ``accuracy`` -- the share of prompts answered right (teacher-forced argmax = every answer token) among those the
-  full cache answers right (the positive control; the others are listed in ``excluded``).
+  full cache answers right (the positive control; the others are listed in ``excluded``, and with ``answered_only``
+  get no runs: every mean is then over the answered prompts).
 
 Means are over prompts (each prompt weighs the same), then over the traces of a layer group
 (:data:`realtrace.press.eval.LAYER_GROUPS`: early 0-9, middle 10-19, late 20-29) or of all layers.
@@ -91,6 +92,7 @@ from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cac
 from .charges import add_charges, charged
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from . import stored
+from .cache import Store, cache_dir as checked_cache_dir, full_cache, model_identity, press_drops, reference_key
 from .optima import OPT, VARIANTS, variant_name
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
@@ -190,7 +192,6 @@ def worker_model(threads: int, cache: str | None = None):
     de-quantized copy in the ``cache`` directory (:meth:`realtrace.quality.cache.Store.model_copy`) if there is one."""
     if threads not in _MODEL:
         from ..model import load_model
-        from .cache import Store
 
         _MODEL.clear()
         _MODEL[threads] = load_model(install=False, threads=threads, converted=Store(cache).model_copy())
@@ -202,8 +203,6 @@ class _Reference:
     keys/values passes resume from."""
 
     def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
-        from .cache import Store, full_cache, model_identity, press_drops, reference_key
-
         self.store = store = store if store is not None else Store(None)
         cfg = lm.model.config
         self.L, self.H, self.query_heads = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.num_attention_heads
@@ -367,9 +366,8 @@ def run_task(task: dict) -> dict:
     budgets = tuple(task["budgets"])
     t0 = time.monotonic()
     presses = [c.spec for c in configs if c.kind == "press"]
-    from .cache import Store
-
     ref = _Reference(lm, prompt, budgets, presses, Store(task["cache"]))
+    configs = configs if ref.right or not task["answered_only"] else []  # the positive control, decided first
     if task["progress"]:
         sys.stderr.write(f"  {prompt.name}: full-cache reference {ref.status}, {ref.presses_cached} of "
                          f"{len(presses) * len(budgets)} press choices cached ({time.monotonic() - t0:.0f} s)\n")
@@ -405,7 +403,7 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
              mode: str = "closed", seed: int = 0, top: int | None = None, workers: int | None = None,
              scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
              say=None, opt_top: int | None = None, prompts_file: str | None = None, no_opt: bool = False,
-             cache_dir: str | None = None, no_cache: bool = False) -> dict:
+             cache_dir: str | None = None, no_cache: bool = False, answered_only: bool = False) -> dict:
     """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
     control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget (unless
     ``no_opt``) and the full cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and
@@ -435,8 +433,6 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         raise ParameterError(f"--no-opt: {OPT} is asked for by name (a variant OPT:NAME may run without it)")
     if not no_opt and not any(c.spec == OPT for c in cfgs):
         cfgs += parse_config(OPT)
-    from .cache import cache_dir as checked_cache_dir
-
     store_dir = checked_cache_dir(cache_dir, no_cache)
     own = read_prompts_file(prompts_file) if prompts_file is not None else []
     builtin = list(prompts or ([] if own else qprompts.DEFAULT))
@@ -464,8 +460,6 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     if _MODEL:
         tok = next(iter(_MODEL.values())).tokenizer
     else:
-        from .cache import Store
-
         tok = load_tokenizer(install=True, say=say, converted=Store(store_dir).model_copy(install=True, say=say))
     ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
@@ -477,12 +471,13 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         plan = task_groups([p.T for p in ids], budgets, pool.slots())  # the costliest first: they finish together
         common = {"configs": [asdict(c) for c in cfgs], "seed": seed, "top": top, "opt_top": opt_top,
                   "threads": threads, "steps": steps, "progress": progress and pool.serial,
-                  "cache": store_dir and str(store_dir)}
+                  "cache": store_dir and str(store_dir), "answered_only": answered_only}
         done = pool.map(run_task, [{"prompt": asdict(ids[i]), "budgets": group, **common} for i, group in plan],
                         progress=progress, key="quality")
     results = [merged([r for (i, _), r in zip(plan, done) if i == n]) for n in range(len(ids))]
     agg = aggregate(results, LAYER_GROUPS)
-    agg["runs"].append(full_cache_run(agg["prompts"], LAYER_GROUPS))
+    agg["runs"].append(full_cache_run([p for p in agg["prompts"] if p["full_cache_right"] or not answered_only],
+                                      LAYER_GROUPS))
     if steps:
         by_run = {(r["config"], r["budget"]): r for r in agg["runs"]}
         for res in results:
@@ -491,7 +486,8 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     from importlib.metadata import version
 
     return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
-                         "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt},
+                         "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt,
+                         **({"answered_only": True} if answered_only else {})},
             "model": {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
                       "transformers": version("transformers"), "torch": version("torch")},
             **agg}

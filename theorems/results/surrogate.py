@@ -72,8 +72,8 @@ def _rho(x: np.ndarray, y: np.ndarray) -> float:
     return float(np.corrcoef(_ranks(x), _ranks(y))[0, 1])
 
 
-def _within(groups: list[np.ndarray], x: np.ndarray, y: np.ndarray) -> float:
-    rhos = [_rho(x[g], y[g]) for g in groups]
+def _mean_rho(rhos: list[float]) -> float:
+    """The mean of the defined correlations (a prompt with fewer than 3 points or a constant side has none)."""
     rhos = [r for r in rhos if not np.isnan(r)]
     return float(np.mean(rhos)) if rhos else float("nan")
 
@@ -86,13 +86,14 @@ def rank_correlation(points: list[dict], xq: str, yq: str, resamples: int, seed:
     prompts = sorted({(p["dir"], p["prompt"]) for p in points})
     groups = [np.array([i for i, p in enumerate(points) if (p["dir"], p["prompt"]) == key]) for key in prompts]
     rng = np.random.default_rng(seed)
+    # a drawn prompt's own rho does not depend on the draw: computed once, and a draw's within mean averages them
+    group_rho = [_rho(x[g], y[g]) for g in groups]
     pooled, within = [], []
     for _ in range(resamples):
-        pick = [groups[i] for i in rng.integers(0, len(groups), size=len(groups))]
-        idx = np.concatenate(pick)
+        picked = rng.integers(0, len(groups), size=len(groups))
+        idx = np.concatenate([groups[i] for i in picked])
         pooled.append(_rho(x[idx], y[idx]))
-        offsets = np.cumsum([0] + [len(g) for g in pick])
-        within.append(_within([np.arange(a, b) for a, b in zip(offsets[:-1], offsets[1:])], x[idx], y[idx]))
+        within.append(_mean_rho([group_rho[i] for i in picked]))
 
     def interval(draws):
         d = np.array(draws)
@@ -100,7 +101,7 @@ def rank_correlation(points: list[dict], xq: str, yq: str, resamples: int, seed:
         return [float(np.percentile(d, 2.5)), float(np.percentile(d, 97.5))] if len(d) else [float("nan")] * 2
 
     return {"x": xq, "y": yq, "points": len(points), "prompts": len(prompts), "pooled": _rho(x, y),
-            "pooled_ci95": interval(pooled), "within": _within(groups, x, y), "within_ci95": interval(within)}
+            "pooled_ci95": interval(pooled), "within": _mean_rho(group_rho), "within_ci95": interval(within)}
 
 
 def planted_control(points: list[dict], resamples: int, seed: int) -> dict:
