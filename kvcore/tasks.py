@@ -144,8 +144,11 @@ class TaskPool:
         import dask
         from distributed import Client, LocalCluster
 
-        # a task whose worker dies is re-run on another one at most `retries` times
-        with dask.config.set({"distributed.scheduler.allowed-failures": self.retries}):
+        # a task whose worker dies is re-run on another one at most `retries` times; a worker is sent a task only
+        # when it has a thread free (saturation 1.0; dask's default 1.1 queues a second task behind a running one,
+        # so a long task holds the next one hostage while another worker idles: the tasks would not start in order)
+        with dask.config.set({"distributed.scheduler.allowed-failures": self.retries,
+                              "distributed.scheduler.worker-saturation": 1.0}):
             if self.scheduler is not None:
                 self._probe_scheduler()
                 try:

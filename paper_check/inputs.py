@@ -100,40 +100,50 @@ def _shown(argv: list[str]) -> str:
 def _run_step(argv: list[str], out) -> tuple[int, str]:
     """Run one step's command (stdout to ``out``): its exit code and stderr.  Terminated when :data:`_STOP` is set
     (the run that wanted it has ended)."""
+    with subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT) as p:
+        while True:
+            try:
+                err = p.communicate(timeout=0.5)[1]  # retried after a timeout without losing output (subprocess docs)
+                return p.returncode, err
+            except subprocess.TimeoutExpired:
+                if _STOP.is_set():
+                    p.terminate()
+
+
+@contextmanager
+def _a_core(where: str):
+    """Hold one of :data:`_CORES` for the block; :class:`RecomputeFailed` if the run ends while waiting for it."""
     while not _CORES.acquire(timeout=0.5):
         if _STOP.is_set():
-            break
-    else:
-        try:
-            with subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT) as p:
-                while True:
-                    try:
-                        err = p.communicate(timeout=0.5)[1]  # retried after a timeout, no output lost (subprocess docs)
-                        return p.returncode, err
-                    except subprocess.TimeoutExpired:
-                        if _STOP.is_set():
-                            p.terminate()
-        finally:
-            _CORES.release()
-    return 1, "stopped: the run ended before this step"
+            raise RecomputeFailed(f"{where} did not run: the run ended before it")
+    if _STOP.is_set():
+        _CORES.release()
+        raise RecomputeFailed(f"{where} did not run: the run ended before it")
+    try:
+        yield
+    finally:
+        _CORES.release()
 
 
 def recompute(s: QualityInput, target: Path) -> None:
     """Run ``s``'s steps into ``target`` (created), then copy its ``keep`` files from the committed set.  A step
-    that exits non-zero or does not write what it declares raises :class:`RecomputeFailed`."""
+    that exits non-zero or does not write what it declares raises :class:`RecomputeFailed`.  Each step waits for a
+    core (:data:`_CORES`); its progress lines time it from when it has one."""
     target.mkdir(parents=True)
     for n, step in enumerate(s.steps, 1):
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{s.name}-step{n}-"))
         argv = _argv(step, target, scratch)
         where = f"step {n}/{len(s.steps)} ({_shown(argv)})"
-        progress(f"[inputs] {s.name} {where}")
-        t0 = time.perf_counter()
-        out = open(target / step.stdout, "w") if step.stdout else subprocess.DEVNULL
-        try:
-            code, err = _run_step(argv, out)
-        finally:
-            if step.stdout:
-                out.close()
+        with _a_core(where):
+            progress(f"[inputs] {s.name} {where}")
+            t0 = time.perf_counter()
+            out = open(target / step.stdout, "w") if step.stdout else subprocess.DEVNULL
+            try:
+                code, err = _run_step(argv, out)
+            finally:
+                if step.stdout:
+                    out.close()
+            seconds = time.perf_counter() - t0
         if code != 0:
             last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "no message")
             raise RecomputeFailed(f"{where} exited {code}: {last.strip()}")
@@ -142,7 +152,7 @@ def recompute(s: QualityInput, target: Path) -> None:
                 raise RecomputeFailed(f"{where} wrote no {src}")
             shutil.move(scratch / src, target / name)
         shutil.rmtree(scratch)
-        progress(f"[inputs] {s.name} step {n}/{len(s.steps)} done ({time.perf_counter() - t0:.1f} s)")
+        progress(f"[inputs] {s.name} step {n}/{len(s.steps)} done ({seconds:.1f} s)")
     for name in s.keep:
         shutil.copyfile(REPO_ROOT / s.directory / name, target / name)
 

@@ -185,3 +185,23 @@ def test_with_no_retries_a_killed_worker_stops_the_run_with_one_line(tmp_path):
             pool.map(seeded_draw, make_tasks(6, pause=0.1, marker_dir=tmp_path), progress=False,
                      on_result=_kill_the_held_worker(tmp_path, killed))
     assert killed and "\n" not in str(info.value)
+
+
+def started_then_slept(task):
+    """``(index, start time)`` of a task that sleeps ``task[1]`` seconds."""
+    t = time.monotonic()
+    time.sleep(task[1])
+    return task[0], t
+
+
+@needs_dask
+def test_a_local_pool_starts_the_tasks_in_order():
+    """While a long first task occupies one worker, the other runs the next tasks one after another in task order
+    (dask's default worker saturation sent a second task to the busy worker, which held it until the long one
+    ended: tasks started out of order, so "the costliest first" did not hold)."""
+    durations = [3.0] + [0.25] * 9
+    with TaskPool(2, processes=False, retries=0) as pool:
+        got = pool.map(started_then_slept, list(enumerate(durations)), progress=False)
+    t0 = got[0][1]
+    during = [i for i, t in sorted(got[1:], key=lambda r: r[1]) if t < t0 + durations[0] - 0.3]
+    assert len(during) >= 5 and during == list(range(1, len(during) + 1)), got
