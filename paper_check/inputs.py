@@ -42,8 +42,7 @@ EXTRA_MODULES = {"real": ("torch", "transformers", "gguf"), "kvpress": ("kvpress
 RECOMPUTE_WORKERS = 2  # sets remade at once: one per core of the 2-core machine the --full goal is set for
 _STOP = threading.Event()  # set when the run that started a recompute ends before it: its steps are terminated
 # one permit per core: a step holds one while it runs, and so does the run's own work beside the recompute
-# (QualityInputs.on_one_core), so the machine is never asked for more than it has -- measured: three processes on
-# two cores took 3,079 s of CPU for --full against 2,521 s run two at a time
+# (QualityInputs.on_one_core), so that work takes a step's place rather than running as a third process on two cores
 _CORES = threading.Semaphore(RECOMPUTE_WORKERS)
 
 
@@ -205,8 +204,11 @@ class QualityInputs:
         self._thread.start()
 
     def _remake(self, todo: list[QualityInput]) -> None:
-        if todo:
-            self._done = recompute_all(todo, self._staging)
+        try:
+            self._done = recompute_all(todo, self._staging) if todo else {}
+        except Exception as exc:  # noqa: BLE001 -- in this thread nobody else would see it: every set fails, named
+            why = f"the recompute stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
+            self._done = {s.name: why for s in todo}
 
     def waiting_claims(self, claim_ids) -> set[str]:
         """Those of ``claim_ids`` that read a set still waiting."""

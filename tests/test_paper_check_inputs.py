@@ -356,3 +356,19 @@ def test_the_runs_own_work_takes_one_of_the_recomputes_cores(tmp_path, monkeypat
             q._thread.join()  # the whole recompute while this block holds its core
         assert q.wait() == {"x": {"a": "recomputed", "b": "recomputed"}}
         assert [(input_dir(n) / "out.txt").read_text() for n in "ab"] == ["alone\n", "alone\n"]
+
+
+def test_a_recompute_that_breaks_is_named_a_failure_of_every_set(tmp_path, monkeypatch, capsys):
+    """An exception inside the background recompute (not a step's failure) is not lost with its thread: each set
+    it was remaking is reported failed, in one line each, and named in the FALLBACK line."""
+    stand_in(monkeypatch, tmp_path / "never", 1)
+
+    def broken(sets, staging):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(inputs, "recompute_all", broken)
+    with inputs.quality_inputs(["x"], True, None, tmp_path) as q:
+        assert q.wait() == {"x": {"slow": "committed"}}
+    err = capsys.readouterr().err
+    assert "paper_check: recompute of realtrace/data/slow failed: the recompute stopped: RuntimeError: boom" in err
+    assert fallback_lines(err) == [f"FALLBACK: committed quality results used: realtrace/data/slow ({inputs.FAILED})"]
