@@ -167,21 +167,21 @@ def cmd_run(args) -> int:
         fig_ids, claim_ids = list(figures.FIGURES), list(CLAIMS)
         with quality_inputs(claim_ids, args.full, args.recompute, staging.root) as inputs:
             # first what reads no quality input set, while those are remade; then the rest
-            late_figs, late_claims = inputs.waiting_figures(fig_ids), inputs.waiting_claims(claim_ids)
-            early_figs = [f for f in fig_ids if f not in late_figs]
-            early_claims = [c for c in claim_ids if c not in late_claims]
+            waiting_figs, waiting_claims = inputs.waiting_figures(fig_ids), inputs.waiting_claims(claim_ids)
+            late_figs = [f for f in fig_ids if f in waiting_figs]
+            late_claims = [c for c in claim_ids if c in waiting_claims]
+            n_figs, n_claims = len(fig_ids) - len(late_figs), len(claim_ids) - len(late_claims)
             built: dict[str, list[str]] = {}
             ctx = Context(profile, staging.dir, built, waiting=frozenset(late_figs))
             with inputs.on_one_core():
-                built.update(_build_figures(early_figs, profile, staging, total=len(fig_ids)))
-                results = run_claims(early_claims, ctx, total=len(claim_ids))
+                built.update(_build_figures([f for f in fig_ids if f not in waiting_figs], profile, staging,
+                                            total=len(fig_ids)))
+                results = run_claims([c for c in claim_ids if c not in waiting_claims], ctx, total=len(claim_ids))
                 real = real_trace_section(profile, staging)
             used = inputs.wait()
             ctx.waiting = frozenset()
-            built.update(_build_figures([f for f in fig_ids if f in late_figs], profile, staging,
-                                        first=len(early_figs) + 1, total=len(fig_ids)))
-            results.update(run_claims([c for c in claim_ids if c in late_claims], ctx, first=len(early_claims) + 1,
-                                      total=len(claim_ids)))
+            built.update(_build_figures(late_figs, profile, staging, first=n_figs + 1, total=len(fig_ids)))
+            results.update(run_claims(late_claims, ctx, first=n_claims + 1, total=len(claim_ids)))
         built = {f: built[f] for f in fig_ids}
         results = {c: results[c] for c in claim_ids}
         annotate(results, used)

@@ -112,12 +112,11 @@ def _run_step(argv: list[str], out) -> tuple[int, str]:
 @contextmanager
 def _a_core(where: str):
     """Hold one of :data:`_CORES` for the block; :class:`RecomputeFailed` if the run ends while waiting for it."""
-    while not _CORES.acquire(timeout=0.5):
+    while True:  # a step that gets its core as the run ends is terminated at once by _run_step
         if _STOP.is_set():
             raise RecomputeFailed(f"{where} did not run: the run ended before it")
-    if _STOP.is_set():
-        _CORES.release()
-        raise RecomputeFailed(f"{where} did not run: the run ended before it")
+        if _CORES.acquire(timeout=0.5):
+            break
     try:
         yield
     finally:
@@ -210,13 +209,16 @@ class QualityInputs:
             why = f"the recompute stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             self._done = {s.name: why for s in todo}
 
+    def _readers(self, kind: str, ids) -> set[str]:
+        return {r for s in self.sets if s.name in self.waiting for r in getattr(s, kind)} & set(ids)
+
     def waiting_claims(self, claim_ids) -> set[str]:
         """Those of ``claim_ids`` that read a set still waiting."""
-        return {c for s in self.sets if s.name in self.waiting for c in s.claims} & set(claim_ids)
+        return self._readers("claims", claim_ids)
 
     def waiting_figures(self, fig_ids) -> set[str]:
         """Those of ``fig_ids`` drawn from a set still waiting."""
-        return {f for s in self.sets if s.name in self.waiting for f in s.figures} & set(fig_ids)
+        return self._readers("figures", fig_ids)
 
     @contextmanager
     def on_one_core(self):

@@ -83,11 +83,12 @@ class Context:
     def figure_files(self, *fig_ids: str) -> list[str]:
         """The files of the figures that illustrate a claim (built this run), in the order given; a figure in
         ``waiting`` raises :class:`realtrace.InputPending` (its files do not exist yet)."""
-        if self.waiting.intersection(fig_ids):
+        pending = sorted(self.waiting.intersection(fig_ids))
+        if pending:
             from realtrace import InputPending
 
-            raise InputPending(f"figure {sorted(self.waiting.intersection(fig_ids))[0]} is asked for before the "
-                               "input sets it is drawn from are recomputed")
+            raise InputPending(f"figure {pending[0]} is asked for before the input sets it is drawn from are "
+                               "recomputed")
         return [p for f in fig_ids for p in self.figures.get(f, [])]
 
     def save_counterexample(self, name: str, trace) -> str:
