@@ -12,8 +12,10 @@ is shared, so the ratio is what carries):
 * coupled -- one certified min-cost flow over all traces with ``B = K L H`` shared slots and its schedule
   (:func:`kvcore.optima.coupled.coupled_schedule`), then its coupled lazy form
   (:func:`realtrace.quality.schedule.coupled_lazy_drop`);
-* with ``--static`` -- the exact static allocation of ``B`` (:func:`kvcore.optima.allocation.threshold_allocation`
-  on the certified regret curves; the per-trace optima at ``k_h`` come on top, about the baseline's cost).
+* with ``--static`` -- the exact static allocation of ``B`` on the certified regret curves, as ``OPT:static`` finds
+  it (:func:`kvcore.optima.allocation.certified_allocation`) and by the threshold bisection alone
+  (:func:`kvcore.optima.allocation.threshold_allocation`), each on fresh curves, and whether the two agree; the
+  per-trace optima at ``k_h`` come on top, about the baseline's cost.
 
 Complete rows are not solved here: their entry count (``L H T (T + 1) / 2``) and the memory of the entries alone are
 printed beside the top-``M`` count.  Needs the ``[real]`` extra.
@@ -44,7 +46,7 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
             threads: int = 1, say=None) -> dict:
     """The timings of the module docstring, as a dict."""
     from kvcore.optima import nm_opt
-    from kvcore.optima.allocation import RegretCurve, threshold_allocation
+    from kvcore.optima.allocation import RegretCurve, certified_allocation, threshold_allocation
     from kvcore.optima.coupled import coupled_schedule
     from ..model import load_model
     from .inputs import check_budgets, tokenize_prompts
@@ -82,12 +84,15 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
     out["coupled_lazy"] = {"cpu": cpu, "wall": wall}
     out["coupled_vs_per_head_cpu"] = out["coupled"]["cpu"] / out["per_head_opt"]["cpu"]
     if static:
-        say("static: the exact allocation on the regret curves ...")
-        curves = [RegretCurve(tr) for tr in traces]
-        slots, cpu, wall = _clock(lambda: threshold_allocation(curves, B, limit=T))
-        out["static_allocation"] = {"cpu": cpu, "wall": wall, "curve_solves": sum(len(c.certificates) for c in curves),
-                                    "regret": float(sum(c(k) for c, k in zip(curves, slots))),
-                                    "max_slots": max(slots), "min_slots": min(slots)}
+        for key, allocate in (("static_allocation", certified_allocation), ("static_threshold", threshold_allocation)):
+            say(f"static: the exact allocation on the regret curves ({allocate.__name__}) ...")
+            curves = [RegretCurve(tr) for tr in traces]
+            slots, cpu, wall = _clock(lambda: allocate(curves, B, limit=T))
+            out[key] = {"cpu": cpu, "wall": wall, "curve_solves": sum(len(c.certificates) for c in curves),
+                        "regret": float(sum(c(k) for c, k in zip(curves, slots))), "max_slots": max(slots),
+                        "min_slots": min(slots), "slots": slots}
+            say(f"  {cpu} s CPU ({wall} s wall), {out[key]['curve_solves']} curve values solved")
+        out["static_agree"] = out["static_allocation"]["slots"] == out["static_threshold"]["slots"]
     out["load_average"] = list(os.getloadavg())
     return out
 
@@ -119,10 +124,13 @@ def run(args: argparse.Namespace) -> int:
              f"regret {c['regret']:.4f}  {res['coupled_vs_per_head_cpu']:.2f}x the baseline; {c['solver']}, "
              f"certified {c['certified']}",
              f"  its coupled lazy form  {res['coupled_lazy']['cpu']:.2f} s CPU"]
-    if "static_allocation" in res:
-        s = res["static_allocation"]
-        lines.append(f"  static allocation of B  {s['cpu']:.2f} s CPU ({s['curve_solves']} curve solves), regret "
-                     f"{s['regret']:.4f}, slots {s['min_slots']}..{s['max_slots']}")
+    for key, how in (("static_allocation", "estimated, certified"), ("static_threshold", "threshold bisection")):
+        if key in res:
+            s = res[key]
+            lines.append(f"  static allocation of B, {how}  {s['cpu']:.2f} s CPU ({s['curve_solves']} curve solves), "
+                         f"regret {s['regret']:.4f}, slots {s['min_slots']}..{s['max_slots']}")
+    if "static_agree" in res:
+        lines.append(f"  the two static allocations are {'the same' if res['static_agree'] else 'DIFFERENT'}")
     lines.append(f"  load average {' '.join(f'{x:.2f}' for x in res['load_average'])}")
     sys.stdout.write("\n".join(lines) + "\n")
     return 0

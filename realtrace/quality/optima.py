@@ -39,17 +39,17 @@ def _traces(ref, opt_top: int | None) -> list:
 def static_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarray]:
     """``OPT:static``: the total memory of ``OPT`` at ``k``, ``B = k L H`` slots, split once over the ``L H`` traces
     of the prompt by the exact static allocation (paper §8, §11: ``sum_h k_h = B`` minimizing ``sum_h OPT_h(k_h)``,
-    :func:`kvcore.optima.allocation.threshold_allocation` on the certified regret curves, exact as the curves are
-    convex), then each trace's lazy exact optimum at its own ``k_h`` (:func:`realtrace.quality.exact.lazy_optimum`);
+    :func:`kvcore.optima.allocation.certified_allocation` on the certified regret curves: the threshold allocation's
+    split, exact as the curves are convex, from estimated decreases checked on exact values), then each trace's lazy exact optimum at its own ``k_h`` (:func:`realtrace.quality.exact.lazy_optimum`);
     a trace given no slot drops every position on arrival.  With ``opt_top`` the curves, the split and each optimum
     are those of the truncated rows; the gap per trace is its complete-row cost minus its truncated optimum, and the
     summed truncated optimum lower-bounds the complete-row static optimum (every curve only falls under truncation)."""
-    from kvcore.optima.allocation import RegretCurve, threshold_allocation
+    from kvcore.optima.allocation import RegretCurve, certified_allocation
 
     from .exact import charge, lazy_optimum
 
     curves = [RegretCurve(tr) for tr in _traces(ref, opt_top)]
-    slots = threshold_allocation(curves, k * ref.L * ref.H, limit=ref.T)
+    slots = certified_allocation(curves, k * ref.L * ref.H, limit=ref.T)
     drops = np.empty((ref.L, ref.H, ref.T), dtype=np.int64)
     gap = np.empty((ref.L, ref.H))
     for layer in range(ref.L):
