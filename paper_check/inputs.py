@@ -2,7 +2,8 @@
 
 The sets and the commands that remake them are declared in :data:`theorems.quality_inputs.QUALITY_INPUTS`;
 this module only orchestrates.  The quick profile always reads the committed sets.  ``--full`` with the extras a set
-needs reruns its commands (each a subprocess, from the repository root) into a staging directory inside the output
+needs reruns its commands (each a process of its own, from the repository root, forked from a host that has the
+model's libraries imported: :mod:`paper_check.step_host`) into a staging directory inside the output
 root -- never over the committed files -- and, for the rest of the run, the claims and figures read that directory
 in the set's place (:func:`realtrace.inputs_from`); the staging directory is removed when the run ends.
 ``--recompute NAMES`` limits which sets are remade. Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
@@ -19,8 +20,8 @@ rest of the report share the machine instead of following each other.
 from __future__ import annotations
 
 import importlib.util
+import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,6 +35,7 @@ from realtrace import inputs_from, inputs_pending
 from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
 
 from .report import REPO_ROOT, progress
+from .step_host import HostFailed, HostPool
 
 QUICK = "quick profile; --full recomputes them from the model"
 NOT_SELECTED = "not selected by --recompute"
@@ -44,6 +46,9 @@ _STOP = threading.Event()  # set when the run that started a recompute ends befo
 # one permit per core: a step holds one while it runs, and so does the run's own work beside the recompute
 # (QualityInputs.on_one_core), so that work takes a step's place rather than running as a third process on two cores
 _CORES = threading.Semaphore(RECOMPUTE_WORKERS)
+# the processes the steps are forked from, one per step running at once (the pool is not in the tasks: dask pickles
+# them even for threads); started on demand, ended when a recompute ends
+_HOSTS = HostPool(REPO_ROOT)
 
 
 class RecomputeFailed(Exception):
@@ -96,23 +101,10 @@ def _shown(argv: list[str]) -> str:
     return " ".join(words)
 
 
-def _run_step(argv: list[str], out) -> tuple[int, str]:
-    """Run one step's command (stdout to ``out``): its exit code and stderr.  Terminated when :data:`_STOP` is set
-    (the run that wanted it has ended)."""
-    with subprocess.Popen(argv, stdout=out, stderr=subprocess.PIPE, text=True, cwd=REPO_ROOT) as p:
-        while True:
-            try:
-                err = p.communicate(timeout=0.5)[1]  # retried after a timeout without losing output (subprocess docs)
-                return p.returncode, err
-            except subprocess.TimeoutExpired:
-                if _STOP.is_set():
-                    p.terminate()
-
-
 @contextmanager
 def _a_core(where: str):
     """Hold one of :data:`_CORES` for the block; :class:`RecomputeFailed` if the run ends while waiting for it."""
-    while True:  # a step that gets its core as the run ends is terminated at once by _run_step
+    while True:  # a step that gets its core as the run ends is terminated within 0.5 s (HostPool.run)
         if _STOP.is_set():
             raise RecomputeFailed(f"{where} did not run: the run ended before it")
         if _CORES.acquire(timeout=0.5):
@@ -124,9 +116,11 @@ def _a_core(where: str):
 
 
 def recompute(s: QualityInput, target: Path) -> None:
-    """Run ``s``'s steps into ``target`` (created), then copy its ``keep`` files from the committed set.  A step
-    that exits non-zero or does not write what it declares raises :class:`RecomputeFailed`.  Each step waits for a
-    core (:data:`_CORES`); its progress lines time it from when it has one."""
+    """Run ``s``'s steps into ``target`` (created), each in a process forked by one of :data:`_HOSTS`
+    (:mod:`paper_check.step_host`), then copy its ``keep`` files from the committed set.  A step that exits non-zero
+    or does not write what it declares raises :class:`RecomputeFailed`.  Each step waits for a core
+    (:data:`_CORES`); its progress lines time it from when it has one; it is terminated when :data:`_STOP` is set
+    (the run that wanted it has ended)."""
     target.mkdir(parents=True)
     for n, step in enumerate(s.steps, 1):
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{s.name}-step{n}-"))
@@ -135,12 +129,10 @@ def recompute(s: QualityInput, target: Path) -> None:
         with _a_core(where):
             progress(f"[inputs] {s.name} {where}")
             t0 = time.perf_counter()
-            out = open(target / step.stdout, "w") if step.stdout else subprocess.DEVNULL
             try:
-                code, err = _run_step(argv, out)
-            finally:
-                if step.stdout:
-                    out.close()
+                code, err = _HOSTS.run(argv, str(target / step.stdout) if step.stdout else os.devnull, _STOP)
+            except HostFailed as exc:
+                raise RecomputeFailed(f"{where}: {exc}") from None
             seconds = time.perf_counter() - t0
         if code != 0:
             last = next((ln for ln in reversed(err.splitlines()) if ln.strip()), "no message")
@@ -167,11 +159,14 @@ def _recompute_job(job: tuple[QualityInput, Path]) -> str | None:
 
 def recompute_all(sets: list[QualityInput], staging: Path) -> dict[str, str | None]:
     """Remake ``sets`` into ``staging/<name>``, :data:`RECOMPUTE_WORKERS` at once when dask is installed, the
-    costliest first: ``{name: None or the failure}``."""
+    costliest first: ``{name: None or the failure}``.  The step hosts end with it."""
     jobs = [(s, staging / s.name) for s in sorted(sets, key=lambda s: -s.minutes)]
     workers = min(RECOMPUTE_WORKERS, len(jobs)) if dask_available() else 1
-    done = map_tasks(_recompute_job, jobs, workers=workers, processes=False, retries=0, progress=False,
-                     key="recompute")
+    try:
+        done = map_tasks(_recompute_job, jobs, workers=workers, processes=False, retries=0, progress=False,
+                         key="recompute")
+    finally:
+        _HOSTS.close()
     return {s.name: failure for (s, _), failure in zip(jobs, done)}
 
 

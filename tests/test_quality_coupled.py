@@ -325,3 +325,16 @@ def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsy
     assert runs["OPT"]["max_resident"] == 6 and runs["OPT:coupled"]["max_resident_total"] == B
     s = {n: r["total"]["regret_sum"] for n, r in runs.items()}
     assert s["OPT:coupled"] <= s["OPT:static"] + 1e-9 <= s["OPT"] + 2e-9
+
+
+@given(st.integers(1, 40), st.integers(0, 2**32 - 1), st.sampled_from([0.125, 0.35, 1.0]))
+def test_head_rows_in_place_are_the_plain_rows_bit_for_bit(T, seed, scaling):
+    """The rows every optimum and charge is computed on: the in-place operations give exactly the plain ones' bits
+    for every KV head, at lengths that change from call to call (the future mask is remade per length)."""
+    torch = pytest.importorskip("torch")
+    from realtrace.quality.exact import head_rows, head_rows_plain
+
+    gen = torch.Generator().manual_seed(seed)
+    query, key = torch.randn(1, 6, T, 8, generator=gen) * 4, torch.randn(1, 2, T, 8, generator=gen) * 4
+    for g in range(2):
+        assert torch.equal(head_rows(torch, query, key, g, scaling), head_rows_plain(torch, query, key, g, scaling))

@@ -106,25 +106,25 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _quality("H2O", "--budget", "128", "--opt-top", "32", "--workers", "1", out="H2O_K128.json"),
         _quality("Default", "-p", "recent=64", "-p", "n_sinks=4", "--budget", "256", "--opt-top", "32", "--workers",
                  "1", out="Default_K256.json"),
-        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json")), minutes=7.7,
+        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json")), minutes=9.9,
         figures=("surrogate",)),
     QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
         _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--prompts", SHIFT, "--opt-top",
                  "32", "--workers", "1", "--threads", "1", out="Default_K128.json"),
         Step(("{python}", "-c", SHIFT_SCRIPT, "128", "H2O", "TOVA"), stdout="H2O_TOVA_K128.json"),
         Step(("{python}", "-c", SHIFT_SCRIPT, "256", "Default", "H2O", "TOVA"), stdout="Default_H2O_TOVA_K256.json")),
-        minutes=2.1, figures=("gda_shift", "surrogate")),
+        minutes=2.9, figures=("gda_shift", "surrogate")),
     QualityInput("quality_coupled", (SURROGATE,), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
                  "--threads", "1", out="OPT_coupled.json"),
         _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
                  "--opt-top", "32", "--workers", "1", "--threads", "1", out="OPT_static.json")),
-        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=6.6, figures=("surrogate",)),
+        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=4.3, figures=("surrogate",)),
     QualityInput("quality_value", (SURROGATE,), (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
         _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
-                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.3, figures=("surrogate",)),
+                 out="OPT_value_K128_needle-1200-d50.json")), minutes=2.2, figures=("surrogate",)),
     QualityInput("quality_budgets", (SURROGATE,), (
         Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
               "PyramidKV,AdaKV,CriticalKV,CriticalAdaKV,SnapKV", "--budgets", "128", "--prompts", SHORT5, "--workers",
@@ -133,31 +133,31 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "LUKV=realtrace/data/quality_budgets/lukv_curve_recall.npy", "--budgets", "128", "--prompts", SHORT5,
               "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
              collect=(("quality.json", "lukv_K128.json"),))),
-        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.0,
+        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.4,
         figures=("surrogate",)),
     QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
                                         SURROGATE), (
         _workingset_sweep(WORKINGSET_PROMPTS),
-        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=4.2,
+        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=5.1,
         figures=("workingset", "surrogate")),
     QualityInput("long_range_two_hop", ("long-range-floor",), (
         _workingset_sweep(TWO_HOP_PROMPTS, "--answered-only"),  # half its prompts fail the control: no runs
-        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=5.2),
+        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=3.2),
     QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "64,128", "--prompts", EASY5, "--steps", out="easy_K64_K128.json"),
         _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json"),
         _sweep29("--budgets", "32", "--prompts", EASY5, out="easy_K32.json")),
-        keep=("sweep.sh",), minutes=8.0, figures=("14m", "bench", "surrogate")),
+        keep=("sweep.sh",), minutes=9.1, figures=("14m", "bench", "surrogate")),
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
-        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate")),
+        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.8, figures=("bench", "surrogate")),
     QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
-        Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.2,
+        Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.3,
         figures=("heads", "surrogate")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
-              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.5, figures=("value_directions",)),
+              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.6, figures=("value_directions",)),
 )
 
 

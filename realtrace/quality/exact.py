@@ -37,7 +37,21 @@ from .schedule import lazy_drop
 def head_rows(torch, query, key, g: int, scaling: float):
     """``(T, T)`` float64 tensor: the head-mean causal attention of KV head ``g`` (module docstring), each row
     renormalised to sum 1.  ``query`` ``(1, heads, T, d)`` and ``key`` ``(1, kv heads, T, d)`` are the full-cache
-    pass's."""
+    pass's.  The operations of :func:`head_rows_plain`, in place where it makes a copy (every entry the same float
+    operation, so the same bits: ``tests/test_quality_coupled.py`` compares them); a run computes these rows once
+    or twice per head (its optimum, its charges), and the copies were a third of the time."""
+    heads, kv = query.shape[1], key.shape[1]
+    rep = heads // kv
+    T = key.shape[2]
+    with torch.no_grad():
+        s = torch.matmul(query[0, g * rep:(g + 1) * rep], key[0, g].transpose(0, 1)).mul_(scaling)
+        s.masked_fill_(_future(torch, T), float("-inf"))
+        rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
+        return rows.div_(rows.sum(dim=1, keepdim=True))
+
+
+def head_rows_plain(torch, query, key, g: int, scaling: float):
+    """:func:`head_rows` written plainly, every step a new tensor: the reference it is tested against."""
     heads, kv = query.shape[1], key.shape[1]
     rep = heads // kv
     T = key.shape[2]
@@ -46,6 +60,17 @@ def head_rows(torch, query, key, g: int, scaling: float):
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
         rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
         return rows / rows.sum(dim=1, keepdim=True)
+
+
+_FUTURE: dict[int, object] = {}
+
+
+def _future(torch, T: int):
+    """The ``(T, T)`` mask of the positions after each step, made once per length."""
+    if T not in _FUTURE:
+        _FUTURE.clear()  # one length at a time: a run goes prompt by prompt
+        _FUTURE[T] = torch.ones(T, T, dtype=torch.bool).triu(1)
+    return _FUTURE[T]
 
 
 def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
