@@ -66,11 +66,13 @@ _FUTURE: dict[int, object] = {}
 
 
 def _future(torch, T: int):
-    """The ``(T, T)`` mask of the positions after each step, made once per length."""
-    if T not in _FUTURE:
-        _FUTURE.clear()  # one length at a time: a run goes prompt by prompt
-        _FUTURE[T] = torch.ones(T, T, dtype=torch.bool).triu(1)
-    return _FUTURE[T]
+    """The ``(T, T)`` mask of the positions after each step, made once per length (read-only to its callers)."""
+    mask = _FUTURE.get(T)
+    if mask is None:
+        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        _FUTURE.clear()  # one length at a time: a run goes prompt by prompt (each thread keeps the mask it made)
+        _FUTURE[T] = mask
+    return mask
 
 
 def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
