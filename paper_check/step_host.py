@@ -197,12 +197,6 @@ class HostPool:
         for host in hosts:
             host.close()
 
-    def __enter__(self) -> "HostPool":
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
 
 if __name__ == "__main__":
     serve()

@@ -97,9 +97,7 @@ def greedy_order(curves: Sequence[Callable[[int], Fraction]], total: int, limit:
     the head with fewer slots, then the lower index -- so equal decreases, zeros included, are spread evenly).
     ``limit``: no head gets more slots (a head with ``T`` slots keeps every token).  The first ``B`` entries are
     the greedy allocation of ``B``, for every ``B <= total``."""
-    n = _check(curves, total)
-    if limit is not None and total > n * limit:
-        raise ParameterError(f"total budget {total} exceeds {n} heads x {limit} slots")
+    n = _check(curves, total, limit)
     k = [0] * n
     heap = [(-(c(0) - c(1)), 0, h) for h, c in enumerate(curves)]
     heapq.heapify(heap)
@@ -132,9 +130,7 @@ def threshold_allocation(curves: Sequence[Callable[[int], Fraction]], total: int
     every decrease ``>= hi`` is among the ``total`` largest, so greedy continued from ``c_h(hi)`` for the remaining
     ``total - S(hi)`` slots collects the ``total`` largest.  About ``log2(limit) + rounds`` values per head instead
     of ``k_h + 1``."""
-    n = _check(curves, total)
-    if total > n * limit:
-        raise ParameterError(f"total budget {total} exceeds {n} heads x {limit} slots")
+    n = _check(curves, total, limit)
 
     def count(h: int, lam: Fraction, lo: int, hi: int) -> int:
         """The largest ``k`` in ``lo..hi`` with ``d_h(k) >= lam`` (``lo`` when none above it is)."""
@@ -183,9 +179,7 @@ def certified_allocation(curves: Sequence[RegretCurve], total: int, limit: int) 
     CPU for the threshold alone, 4.2-6.6 s this way, the same split each time."""
     from .float_curve import estimated_allocation
 
-    n = _check(curves, total)
-    if total > n * limit:
-        raise ParameterError(f"total budget {total} exceeds {n} heads x {limit} slots")
+    n = _check(curves, total, limit)
     if any(getattr(c, "entries", None) is None for c in curves):
         return threshold_allocation(curves, total, limit)
     k = estimated_allocation([c.entries for c in curves], total, limit)
@@ -265,8 +259,13 @@ def _whole(total) -> int:
     return total
 
 
-def _check(curves, total) -> int:
+def _check(curves, total, limit: int | None = None) -> int:
+    """The number of heads, after checking there is one, that ``total`` is a whole number and that the heads hold it
+    at ``limit`` slots each (``None``: no limit)."""
     if not curves:
         raise ParameterError("no heads to allocate to")
     _whole(total)
-    return len(curves)
+    n = len(curves)
+    if limit is not None and total > n * limit:
+        raise ParameterError(f"total budget {total} exceeds {n} heads x {limit} slots")
+    return n
