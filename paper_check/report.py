@@ -269,14 +269,18 @@ def ledger_changes(results: dict[str, ClaimResult], profile: Profile, complete: 
 def real_trace_section(profile: Profile, staging: Staging | None = None) -> dict:
     """Measurements on real attention traces.  The quick profile always reads the committed trace set (so the
     committed report does not depend on the installation); the full profile captures a fresh one into the staging
-    directory when the ``[real]`` extra is installed, and says which it used."""
-    from realtrace import COMMITTED, COMMITTED_NAME, load_default_traces, load_traceset
+    directory when the ``[real]`` extra is installed, and says which it used.  The capture loads the model from the
+    quality cache's de-quantized copy when that cache is usable (the quality steps of ``--full`` make and use the
+    same copy), from the GGUF file otherwise."""
+    from realtrace import COMMITTED, COMMITTED_NAME, load_default_traces, load_traceset, real_extra_available
     from realtrace.report import format_report, real_trace_report
 
     t0 = time.perf_counter()
     if profile.name == "full":
         # the capture lands in the output root as real_traces/; the report names it so, relative to that root
-        ts, note = load_default_traces(staging.path("real_traces") if staging else None, shown="real_traces")
+        converted = _model_copy() if staging and real_extra_available() else None
+        ts, note = load_default_traces(staging.path("real_traces") if staging else None, shown="real_traces",
+                                       converted=converted)
         budgets = (32, 64, 128)
     else:
         ts = load_traceset(COMMITTED)
@@ -290,6 +294,18 @@ def real_trace_section(profile: Profile, staging: Staging | None = None) -> dict
     rep = real_trace_report(ts, note, budgets=budgets)
     progress(f"[real traces] {len(ts.traces)} traces, k = {list(budgets)} ({time.perf_counter() - t0:.1f} s)")
     return {"report": rep, "text": format_report(rep)}
+
+
+def _model_copy():
+    """The quality cache's de-quantized model copy (:meth:`realtrace.quality.cache.Store.model_copy`, made if
+    missing), or ``None`` where that cache is unusable (the GGUF file is read then)."""
+    from kvcore.errors import ParameterError
+    from realtrace.quality.cache import Store, cache_dir
+
+    try:
+        return Store(cache_dir()).model_copy()
+    except ParameterError:
+        return None
 
 
 def _cell(text: str | None) -> str:

@@ -89,21 +89,24 @@ COMMITTED_RECIPE = {"prompt": "builtin:recall", "continuation": "builtin:recall-
                     "heads": "kv", "top": 32, "threads": 2}
 
 
-def load_default_traces(capture_dir: str | Path | None = None, shown: str | None = None) -> tuple[TraceSet, str]:
+def load_default_traces(capture_dir: str | Path | None = None, shown: str | None = None,
+                        converted: Path | None = None) -> tuple[TraceSet, str]:
     """The real traces for reports, and one sentence saying where they came from.
 
     With the ``[real]`` extra installed and ``capture_dir`` given, a fresh capture with the committed set's recipe
     (:data:`COMMITTED_RECIPE`) is written there, or read if the directory already holds a trace set.  Otherwise the
     committed trace set ``realtrace/data/smollm2_recall`` is used and the sentence starts with ``FALLBACK`` and
     gives the reason.  The trace set's ``source`` (and the sentence) name it ``shown`` when given (a report's
-    relative path for ``capture_dir``), ``realtrace/data/smollm2_recall`` for the committed set.
+    relative path for ``capture_dir``), ``realtrace/data/smollm2_recall`` for the committed set.  ``converted``: the
+    model's de-quantized copy for the capture to load (:func:`realtrace.capture.capture`).
     """
     if capture_dir is not None and real_extra_available():
         d = Path(capture_dir)
         if not (d / "manifest.json").is_file():
             from .capture import capture
 
-            capture(d, tokens=None, command=f"realtrace.load_default_traces({str(d)!r})", **COMMITTED_RECIPE)
+            capture(d, tokens=None, command=f"realtrace.load_default_traces({str(d)!r})", converted=converted,
+                    **COMMITTED_RECIPE)
         ts = load_traceset(d)
         ts.source = shown or str(d)
         return ts, f"fresh capture in {ts.source} (the [real] extra is installed)"

@@ -241,8 +241,10 @@ def greedy_continue(lm, ids: list[int], tokens: int, quiet: bool = True) -> list
 def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "builtin:recall",
             continuation: str | None = None, layers: str = "0,9,19,29", heads: str = "kv", top: int = 32,
             threads: int = 2, install: bool = True, command: str | None = None, quiet: bool = False,
-            block_rows: int = DEFAULT_BLOCK_ROWS) -> Path:
-    """Capture a trace set into directory ``out`` (see module docstring for the exact rule); return its path."""
+            block_rows: int = DEFAULT_BLOCK_ROWS, converted: Path | None = None) -> Path:
+    """Capture a trace set into directory ``out`` (see module docstring for the exact rule); return its path.
+    ``converted``: the model's de-quantized copy to load instead of the GGUF file (:func:`realtrace.model.load_model`:
+    the same weights, so the same trace set)."""
     if tokens is not None and tokens < 0:
         raise ParameterError(f"--tokens {tokens}: must be >= 0")
     if top < 1:
@@ -265,7 +267,7 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
     say = (lambda msg: None) if quiet else (lambda msg: sys.stderr.write(msg + "\n"))
     torch, transformers = import_torch()
     register_blocked_attention(transformers)
-    lm = load_model(install, threads, ATTENTION_NAME, say)
+    lm = load_model(install, threads, ATTENTION_NAME, say, converted=converted)
     tok, model = lm.tokenizer, lm.model
     cfg = model.config
     n_q, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads

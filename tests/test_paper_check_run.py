@@ -123,3 +123,10 @@ def test_a_hard_wired_claim_fails_the_values_lock():
     res = ClaimResult(ledger["lfu-unbounded"]["verdict"], "LFU is unbounded.", literal, ledger["lfu-unbounded"]["expected"])
     changes = report.ledger_changes({"lfu-unbounded": res}, QUICK, complete=False)
     assert changes and "values changed" in changes[0]
+
+
+def test_the_full_captures_model_copy_is_none_where_the_quality_cache_is_unusable(tmp_path, monkeypatch):
+    """The capture of ``--full`` falls back to the GGUF file (``None``) when the quality cache cannot be used."""
+    (tmp_path / "file").write_text("")
+    monkeypatch.setenv("KV_QUALITY_CACHE", str(tmp_path / "file" / "cache"))
+    assert report._model_copy() is None

@@ -8,12 +8,15 @@ from itertools import combinations
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from kvcore.errors import ParameterError
 from kvcore.optima import nm_opt, nm_opt_costs
 from kvcore.traces import AttentionTrace
 from realtrace.quality.schedule import drop_from_evictions, lazy_drop, resident_counts
-from realtrace.quality.value_cost import (lost, top_entries, total_cost, value_costs, value_distance,
+from realtrace.quality.value_cost import (fused_costs, lost, top_entries, total_cost, value_costs, value_costs_plain,
+                                          value_distance,
                                           value_optimum)
 
 
@@ -67,6 +70,34 @@ def test_value_distance_is_the_norm_of_value_minus_output():
     want = np.array([[np.linalg.norm(values[i] - o[t]) if i <= t else 0.0 for i in range(9)] for t in range(9)])
     assert np.allclose(value_distance(rows, values), want, rtol=1e-10, atol=1e-12)
     assert np.array_equal(value_costs(rows, values), rows * value_distance(rows, values))
+
+
+@settings(deadline=None)
+@given(st.integers(0, 2**32 - 1), st.integers(1, 40), st.integers(1, 6), st.booleans(), st.booleans())
+def test_value_costs_are_the_plain_costs_bit_for_bit(seed, T, d, aligned, plain_kernel):
+    """The fused costs (compiled and plain Python) equal the rows times :func:`value_distance` in every bit, also
+    where the distance is refined: with ``aligned`` most rows put nearly all their mass on one position, so that
+    value lies next to the output and the square cancels."""
+    rng = np.random.default_rng(seed)
+    rows, values = random_head(rng, T, d, alpha=0.02 if aligned else 0.4)
+    if aligned:
+        rows = np.tril(rows + 1e4 * np.eye(T))
+        rows /= rows.sum(axis=1, keepdims=True)
+    want = value_costs_plain(rows, values)
+    if plain_kernel:  # the kernel's plain function in place of the compiled one, the rest as value_costs does it
+        import realtrace.quality.value_cost as vc
+        old, vc.fused_costs = vc.fused_costs, fused_costs.py_func
+        try:
+            got = value_costs(rows, values)
+        finally:
+            vc.fused_costs = old
+    else:
+        got = value_costs(rows, values)
+    assert np.array_equal(got.view(np.int64), want.view(np.int64))
+    if aligned and T > 1:  # the refinement is exercised
+        o, refine = rows @ values, np.zeros((T, T), dtype=np.bool_)
+        fused_costs(rows, (values ** 2).sum(axis=1), (o ** 2).sum(axis=1), o @ values.T, np.empty((T, T)), refine)
+        assert refine.any()
 
 
 @pytest.mark.parametrize("seed", range(10))

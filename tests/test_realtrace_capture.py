@@ -281,3 +281,22 @@ def test_needles_capture_is_independent_of_block_size(tmp_path):
             assert np.array_equal(getattr(ta.traces[name], f), getattr(tb.traces[name], f)), (name, f)
         for f in ("weights", "residual"):
             assert np.abs(getattr(ta.traces[name], f) - getattr(tb.traces[name], f)).max() <= tol, (name, f)
+
+
+@pytest.mark.slow
+def test_a_capture_from_the_models_copy_is_the_capture_from_the_gguf(tmp_path):
+    """``--full``'s capture loads the quality cache's de-quantized copy (paper_check.report.real_trace_section): the
+    same tokens, segments, stored entries and weights, bit for bit, as a capture that reads the GGUF file."""
+    needs_model()
+    from realtrace.quality.cache import Store
+
+    copy = Store(tmp_path / "cache").model_copy()
+    recipe = dict(tokens=None, prompt="builtin:needles:300", continuation="builtin:needles-answer", layers="0,29",
+                  top=8, install=False, quiet=True)
+    ta = load_traceset(cap.capture(tmp_path / "gguf", **recipe))
+    tb = load_traceset(cap.capture(tmp_path / "copy", converted=copy, **recipe))
+    assert tb.names() == ta.names() and tb.segments == ta.segments and tb.meta["tokens"] == ta.meta["tokens"]
+    for name in ta.names():
+        a, b = ta.traces[name], tb.traces[name]
+        for field in ("indptr", "indices", "weights", "residual"):
+            assert np.array_equal(getattr(a, field), getattr(b, field)), (name, field)

@@ -76,12 +76,15 @@ def measure(prompt: str, k: int, threads: int = 1, save=None) -> dict:
     (:func:`head_directions`), as a JSON-able dict: ``prompt``, ``tokens``, ``budget``, ``thresholds``, ``model``
     and ``heads`` (one per layer and KV head, ``layer`` and ``kv`` added).  ``save(kind, layer, kv, rows, values,
     instance)`` (optional) receives the head holding the largest instance of each direction, for a replayable
-    counterexample."""
+    counterexample.  The model and the full-cache pass come from the quality cache (``$KV_QUALITY_CACHE``, as the
+    quality command reads and writes it), where it holds them."""
+    from .cache import Store, cache_dir
     from .run import _Reference, tokenize_prompts, worker_model
 
-    lm = worker_model(threads)
+    store = Store(cache_dir())  # the model's copy and the full-cache pass, as the quality command keeps them
+    lm = worker_model(threads, store.directory)
     (ids,) = tokenize_prompts([prompt], lm.tokenizer)
-    ref = _Reference(lm, ids, (k,), [])
+    ref = _Reference(lm, ids, (k,), [], store)
     heads, best = [], {}
     for layer in range(ref.L):
         for g in range(ref.H):

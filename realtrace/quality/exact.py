@@ -103,14 +103,15 @@ def charge(rows, drop: np.ndarray) -> np.ndarray:
     return np.where(lost(drop, a.shape[0]), a, 0.0).sum(axis=1)
 
 
-def _resident_sums(at, drops, out):
-    """``out[r, t] += sum_{i <= t < drops[r, i]} at[i, t]``: the mass schedule ``r`` keeps at step ``t``; ``at`` is the
-    rows transposed (``at[i, t] = a[t, i]``), so each position's resident stretch is one contiguous run."""
+def _resident_sums(a, drops, out):
+    """``out[r, t] += sum_{i <= t < drops[r, i]} a[t, i]``: the mass schedule ``r`` keeps at step ``t``, position by
+    position over each one's resident stretch (a column of ``a``; reading it in place costs less than a transposed
+    copy of the rows, and every ``out[r, t]`` still adds its terms in ascending ``i``)."""
     n_runs, T = drops.shape
     for r in range(n_runs):
         for i in range(T):
             for t in range(i, min(drops[r, i], T)):
-                out[r, t] += at[i, t]
+                out[r, t] += a[t, i]
 
 
 resident_sums = Kernel(_resident_sums)
@@ -125,7 +126,7 @@ def charge_many(rows, drops: np.ndarray) -> np.ndarray:
     T = a.shape[0]
     d = np.ascontiguousarray(drops, dtype=np.int64).reshape(-1, T)
     kept = np.zeros(d.shape, dtype=np.float64)
-    resident_sums(np.ascontiguousarray(a.T), d, kept)
+    resident_sums(a, d, kept)
     losing = np.arange(T)[None, :] >= d.min(axis=1, initial=T)[:, None]  # a dropped position stays lost
     return np.where(losing, np.maximum(a.sum(axis=1)[None, :] - kept, 0.0), 0.0)
 

@@ -187,7 +187,7 @@ def all_configs(mode: str = "closed", policies: list[str] | None = None, presses
 _MODEL: dict[int, object] = {}
 
 
-def worker_model(threads: int, cache: str | None = None):
+def worker_model(threads: int, cache: str | Path | None = None):
     """The model, loaded once per process (a task never installs it: the command did, before dispatching), from its
     de-quantized copy in the ``cache`` directory (:meth:`realtrace.quality.cache.Store.model_copy`) if there is one."""
     if threads not in _MODEL:

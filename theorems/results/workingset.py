@@ -113,8 +113,8 @@ def measure(prompts=PROMPTS, threads: int = 1, say=None) -> dict:
     from realtrace.quality.inputs import tokenize_prompts
     from realtrace.quality.run import worker_model
 
-    lm = worker_model(threads)
     store = Store(cache_dir())
+    lm = worker_model(threads, store.directory)  # from the model's copy in the same cache
     scaling = lm.model.model.layers[0].self_attn.scaling
     out = {}
     for ids in tokenize_prompts(list(prompts), lm.tokenizer):
