@@ -8,8 +8,13 @@ memory (copy on write) and runs the command as the interpreter would -- ``-m`` b
 by ``exec`` -- with stdin from ``/dev/null``, stdout and stderr on the step's files, and exits with the command's
 code.  A step changes nothing in the host or in the next step: each is its own process.
 
-The host only imports: no model, no tensor operation and no tokenizer before the fork, so no OpenMP or tokenizer
-thread exists to be lost in the child (a process forked after such threads started can hang).  POSIX only (fork).
+The host imports, and once the quality cache (``$KV_QUALITY_CACHE``, as the steps use it) holds the model's
+de-quantized copy -- the first model step makes it -- loads the model from it into the quality worker's slot
+(:func:`realtrace.quality.run.preload_model`) before its next fork, so each later step starts with the model in
+memory instead of reading and checking the copy (about 2.8 s of CPU a step).  No tensor operation and no tokenizer
+use happen in the host (loading with one torch thread runs no parallel region), so no OpenMP or tokenizer thread
+exists to be lost in the child (a process forked after such threads started can hang; ``tests/test_step_host.py``
+counts the host's threads).  POSIX only (fork).
 
 Protocol, one line each way per message on the host's stdin and stdout: the client writes a request ``{"argv",
 "stdout", "stderr"}`` as JSON; the host forks, answers the child's pid, waits for it, and answers its exit code
@@ -53,8 +58,10 @@ def serve() -> None:
         except Exception:  # noqa: BLE001 -- e.g. no torch in a core install: a step then imports (and fails) itself
             pass
     answers = os.dup(1)  # fd 1 becomes each child's stdout; the answers keep their own descriptor
+    loaded = False
     for line in sys.stdin:
         request = json.loads(line)
+        loaded = loaded or _load_model()
         sys.stdout.flush()
         sys.stderr.flush()
         pid = os.fork()
@@ -64,6 +71,19 @@ def serve() -> None:
         os.write(answers, f"{pid}\n".encode())
         code = os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
         os.write(answers, f"{code}\n".encode())
+
+
+def _load_model() -> bool:
+    """The model loaded from the quality cache's copy (module docstring); False while there is no copy to load, so
+    the next request tries again.  True also when it cannot be loaded here (no ``[real]`` extra, an unusable cache
+    directory, a failed load): the steps then load it, or fail, themselves."""
+    try:
+        from realtrace.quality.cache import cache_dir
+        from realtrace.quality.run import preload_model
+
+        return preload_model(cache_dir())
+    except Exception:  # noqa: BLE001 -- whatever it is, a step meets it again and reports it as a step should
+        return True
 
 
 def _child(request: dict) -> None:

@@ -111,6 +111,21 @@ def test_the_store_makes_the_copy_once_and_remakes_a_damaged_one_with_one_warnin
     assert Store(None).model_copy() is None and len(conversions) == 2  # no cache: the caller reads the GGUF
 
 
+@pytest.mark.parametrize("how", HOWS)
+def test_only_a_copy_already_there_and_sound_is_given_without_making(tmp_path, conversions, how):
+    """``make=False`` (the step host's preload): ``None`` while there is no copy, and for a damaged one, which
+    stays as it is for a step to remake with its warning; nothing is converted, nothing warned."""
+    warnings: list[str] = []
+    store = Store(tmp_path / "cache", warn=warnings.append)
+    (tmp_path / "cache").mkdir()
+    assert store.model_copy(make=False) is None and not list((tmp_path / "cache").iterdir())
+    entry = store.model_copy()
+    assert store.model_copy(make=False) == entry and len(conversions) == 1
+    damage(entry, how)
+    assert store.model_copy(make=False) is None and entry.exists()
+    assert len(conversions) == 1 and not warnings
+
+
 def test_a_copy_that_cannot_be_written_is_one_warning_and_the_gguf_is_read(tmp_path, conversions):
     warnings: list[str] = []
     store = Store(tmp_path / "missing-dir", warn=warnings.append)  # mkdtemp inside it fails

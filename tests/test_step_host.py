@@ -5,6 +5,7 @@ a step can be stopped; a host that dies is reported in one line and replaced."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import json
 import os
@@ -18,6 +19,7 @@ import pytest
 
 from paper_check.step_host import HostFailed, HostPool, StepHost
 from tests.command_line import ROOT
+from tests.model_fixture import shared_model
 
 SHOW = "import json, sys; print(json.dumps({'argv': sys.argv, 'name': __name__})); sys.stderr.write('to stderr\\n')"
 
@@ -93,3 +95,36 @@ def test_a_host_that_dies_is_one_line_and_replaced(tmp_path):
         assert (tmp_path / "o.txt").read_text() == "again\n"
     finally:
         pool.close()
+
+
+def host_threads(host: StepHost) -> int:
+    return len(os.listdir(f"/proc/{host._proc.pid}/task"))
+
+
+def test_once_the_cache_holds_the_models_copy_each_step_starts_with_the_model(tmp_path, monkeypatch):
+    """Before the quality cache holds the model's copy a step finds the quality worker's slot empty; once it does
+    (the first model step makes it), the host loads the model from it before the next fork and the step finds it
+    there -- the copy's model: its logits equal those of the GGUF's model in this process, computed in the child --
+    and the load started no thread in the host (a thread lost in a fork can hang the child)."""
+    lm = shared_model()
+    from realtrace.quality.cache import copy_key, digest, write_model_copy
+
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    monkeypatch.setenv("KV_QUALITY_CACHE", str(cache))
+    probe = ("import hashlib; from realtrace.quality import run; "
+             "lm = run._MODEL.get(1); print(sorted(run._MODEL)); "
+             "print(lm and hashlib.sha256(lm.forward([1, 2, 3, 4]).logits.numpy().tobytes()).hexdigest())")
+    out = tmp_path / "out.txt"
+    host = StepHost(ROOT)
+    try:
+        assert host.run([sys.executable, "-c", probe], str(out)) == (0, "")
+        assert out.read_text().split() == ["[]", "None"]
+        before = host_threads(host)
+        write_model_copy(cache / f"model-{digest(copy_key(lm.gguf))}", copy_key(lm.gguf), lm)
+        assert host.run([sys.executable, "-c", probe], str(out)) == (0, "")
+        want = hashlib.sha256(lm.forward([1, 2, 3, 4]).logits.numpy().tobytes()).hexdigest()
+        assert out.read_text().split() == ["[1]", want]
+        assert host_threads(host) == before
+    finally:
+        host.close()

@@ -238,10 +238,11 @@ class Store:
         self.write(kind, key, arrays)
         return arrays, "computed" if self.directory is not None else "off"
 
-    def model_copy(self, install: bool = False, say=None) -> Path | None:
+    def model_copy(self, install: bool = False, say=None, make: bool = True) -> Path | None:
         """The directory of the model's de-quantized copy in the store (module docstring), made from the GGUF file
         first when it is missing or fails its check; ``None`` without a directory, or when the copy cannot be
-        written (one warning line; the caller reads the GGUF)."""
+        written (one warning line; the caller reads the GGUF).  ``make=False``: only a copy already there that
+        passes its check, ``None`` otherwise (nothing made, removed or warned)."""
         if self.directory is None:
             return None
         from ..model import load_model, model_path
@@ -252,8 +253,12 @@ class Store:
             if read_model_copy(entry, key):
                 return entry
         except CorruptEntry as exc:
+            if not make:
+                return None
             self.warn(f"warning: quality cache entry {entry}: {exc}; recomputing it")
             discard(entry)
+        if not make:
+            return None
         lm = load_model(install=False, threads=1, say=say)
         try:
             write_model_copy(entry, key, lm)

@@ -21,11 +21,20 @@ def mass_optimum(ref, k: int, opt_top: int | None) -> tuple[np.ndarray, np.ndarr
     return mass_optima(ref, (k,), opt_top)[k]
 
 
-def mass_optima(ref, budgets, opt_top: int | None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
-    """:func:`mass_optimum` at every budget of ``budgets``, each head's rows and trace built once for all of them."""
+def mass_optima(ref, budgets, opt_top: int | None, each_head=None) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+    """:func:`mass_optimum` at every budget of ``budgets``, each head's rows and trace built once for all of them;
+    ``each_head(layer, g, rows, drops)`` (optional) receives each head's complete rows (numpy) and its lazy optima
+    ``{k: drop}`` once solved, so a caller can charge on the same rows instead of making them again."""
     from .exact import lazy_optima
 
-    solved = [[lazy_optima(ref.rows(layer, g), budgets, opt_top) for g in range(ref.H)] for layer in range(ref.L)]
+    def head(layer: int, g: int) -> list:
+        rows = ref.rows(layer, g)
+        out = lazy_optima(rows, budgets, opt_top)
+        if each_head is not None:
+            each_head(layer, g, rows.numpy(), {k: drop for k, (drop, _, _) in zip(budgets, out)})
+        return out
+
+    solved = [[head(layer, g) for g in range(ref.H)] for layer in range(ref.L)]
     return {k: (np.array([[head[b][0] for head in row] for row in solved]),
                 np.array([[head[b][2] - head[b][1] for head in row] for row in solved]))
             for b, k in enumerate(budgets)}
@@ -111,10 +120,12 @@ def opt_schedule(ref, name: str, k: int, opt_top: int | None) -> tuple[np.ndarra
     return VARIANTS[name](ref, k, opt_top)
 
 
-def opt_schedules(ref, name: str, budgets, opt_top: int | None) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
-    """:func:`opt_schedule` at every budget of ``budgets`` (``OPT`` builds each head's rows once for all of them)."""
+def opt_schedules(ref, name: str, budgets, opt_top: int | None, each_head=None
+                  ) -> dict[int, tuple[np.ndarray, np.ndarray | None]]:
+    """:func:`opt_schedule` at every budget of ``budgets`` (``OPT`` builds each head's rows once for all of them and
+    hands them to ``each_head``, :func:`mass_optima`; the other variants never call it)."""
     if name == OPT:
-        return mass_optima(ref, tuple(budgets), opt_top)
+        return mass_optima(ref, tuple(budgets), opt_top, each_head)
     return {k: opt_schedule(ref, name, k, opt_top) for k in budgets}
 
 

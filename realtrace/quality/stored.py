@@ -14,16 +14,17 @@ from .optima import opt_schedules
 PASS_ARRAYS = ("kl", "dnll", "top1", "argmax", "error", "displaced")  # a pass's metrics, in the run's order
 
 
-def optima(ref, name: str, opt_top: int | None) -> dict:
+def optima(ref, name: str, opt_top: int | None, each_head=None) -> dict:
     """The optimum ``name`` at every budget of the prompt (:func:`realtrace.quality.optima.opt_schedules`): each
-    budget's read from the cache where it holds it, the others solved together and stored."""
+    budget's read from the cache where it holds it, the others solved together (``each_head`` receiving each head's
+    rows and solved drops, as :func:`realtrace.quality.optima.mass_optima` gives them) and stored."""
     keys = {k: optimum_key(ref.key, name, k, opt_top) for k in ref.budgets}
     found = {k: ref.store.read("optimum", key) for k, key in keys.items()}
     out = {k: (arrays["drop"], arrays.get("gap")) for k, arrays in found.items() if arrays is not None}
     ref.optima_cached += len(out)
     missing = [k for k in ref.budgets if k not in out]
     if missing:
-        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top).items():
+        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top, each_head).items():
             ref.store.write("optimum", keys[k], {"drop": drops, **({} if gap is None else {"gap": gap})})
             out[k] = drops, gap
     return out
