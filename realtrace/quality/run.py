@@ -400,7 +400,7 @@ def run_task(task: dict) -> dict:
                                                        for r, ((k, _), m) in enumerate(zip(pairs, mass))]))
 
     # the mass optimum's runs last: when it is solved here, every other schedule is known by then, and each head's
-    # complete rows serve its solve and all the charges (made once, not twice: they were a tenth of a sweep)
+    # complete rows serve its solve and all the charges (made once, not twice)
     for j in sorted(range(len(pairs)), key=lambda j: mass[j]):
         k, cfg = pairs[j]
         if mass[j] and (OPT, task["opt_top"]) not in memo:
