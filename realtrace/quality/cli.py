@@ -103,7 +103,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 
 def configs(args: argparse.Namespace) -> list:
     """The configurations the arguments ask for (unknown names fail here, before anything loads)."""
-    from .run import all_configs, parse_config
+    from .configs import all_configs, parse_config
 
     if args.all:
         if args.name is not None:
