@@ -3,7 +3,8 @@
 Each claim that reads the model's output (or its values) reads a directory ``realtrace/data/<name>`` of committed
 results, written by the commands in ``realtrace/data/PROVENANCE.md`` (or the directory's own ``PROVENANCE.md``), and
 read without torch.  :data:`QUALITY_INPUTS` declares, per directory, the commands that regenerate it (those
-PROVENANCE commands, with the output path replaced by a placeholder) and the claims that read it.  ``python -m
+PROVENANCE commands, with the output path replaced by a placeholder; files that are studies of the same prompts by
+one process that runs them together, :mod:`realtrace.quality.studies`) and the claims that read it.  ``python -m
 paper_check --full`` with the ``[real]`` extra runs them into a staging directory and decides those claims from the
 fresh data (:mod:`paper_check.inputs`); a claim that adds a directory registers its recompute with one entry here.
 (A module of its own beside :mod:`theorems.claims`, so the command line's ``--help`` names the sets without
@@ -15,6 +16,7 @@ Placeholders in a step's arguments: ``{python}`` the running interpreter, ``{dir
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 
@@ -54,15 +56,19 @@ def _quality(*args: str, out: str) -> Step:
     return Step(("{python}", "-m", "paper_check", "quality", *args, "--json"), stdout=out)
 
 
-# realtrace/data/PROVENANCE.md, quality_section11_shift: several policies in one call of the function the command calls
-SHIFT_SCRIPT = """import json, sys
-from realtrace.quality.run import evaluate, parse_config
-k, names = int(sys.argv[1]), sys.argv[2:]
-cfgs = [c for n in names for c in parse_config(n, "closed", {"recent": k // 4, "n_sinks": 4} if n == "Default" else None)]
-res = evaluate(cfgs, [k], ["shift-16-d0", "shift-16-d50", "shift-24-d50"], "closed", 0, None, 1, None, 1, False,
-               progress=True, say=lambda m: sys.stderr.write(m + "\\n"), opt_top=32)
-print(json.dumps({**res, "runs": [{a: b for a, b in r.items() if a != "steps"} for r in res["runs"]]}, indent=1))
-"""
+# several studies of the same prompts in one process, one file each (realtrace.quality.studies): each prompt's
+# reference and complete rows made once for all of them; each file's own command is in the set's PROVENANCE.md
+STUDIES_SCRIPT = "import sys; from realtrace.quality.studies import write_studies; write_studies(*sys.argv[1:])"
+
+
+def _studies(settings: dict, *studies: tuple[str, list, list[int]]) -> Step:
+    """The ``quality --json`` outputs ``studies`` -- ``(file, configs, budgets)``, on the prompts and with the
+    settings ``settings`` -- remade in one process (:mod:`realtrace.quality.studies`)."""
+    spec = {"settings": settings, "studies": [{"out": o, "configs": c, "budgets": b} for o, c, b in studies]}
+    return Step(("{python}", "-c", STUDIES_SCRIPT, json.dumps(spec), "{scratch}"),
+                collect=tuple((o, o) for o, _, _ in studies))
+
+
 # realtrace/data/quality_workingset/PROVENANCE.md: the working sets, from the references the sweep cached
 WORKINGSET_SCRIPT = """import json, sys
 from theorems.results.workingset import measure
@@ -86,6 +92,11 @@ def _workingset_sweep(prompts: str, *also: str) -> Step:
 EASY5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 
 
+# the configs of _sweep29's --all, in its order: the policies, the presses, the optimum
+SWEEP29 = ["H2O", "TOVA", "StreamingLLM", "FIFO", "press:SnapKV", "press:AdaKV", "press:Knorm",
+           "press:ExpectedAttention", "OPT"]
+
+
 def _sweep29(*args: str, out: str) -> Step:
     """One stage of issue 29's quality sweep (realtrace/data/quality_benchmark/PROVENANCE.md), its stdout to ``out``."""
     return Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "H2O,TOVA,StreamingLLM,FIFO",
@@ -101,18 +112,16 @@ HEADS_SCRIPT = "import sys; from realtrace.quality.heads import remake; remake(s
 
 QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("quality_section10", ("default-policy", "gda-validation", SURROGATE), (
-        _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--opt-top", "32", "--workers",
-                 "1", out="Default_K128.json"),
-        _quality("H2O", "--budget", "128", "--opt-top", "32", "--workers", "1", out="H2O_K128.json"),
-        _quality("Default", "-p", "recent=64", "-p", "n_sinks=4", "--budget", "256", "--opt-top", "32", "--workers",
-                 "1", out="Default_K256.json"),
-        _quality("H2O", "--budget", "256", "--opt-top", "32", "--workers", "1", out="H2O_K256.json")), minutes=9.9,
-        figures=("surrogate",)),
+        _studies({"opt_top": 32, "workers": 1},
+                 ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
+                 ("H2O_K128.json", ["H2O"], [128]),
+                 ("Default_K256.json", [["Default", {"recent": 64, "n_sinks": 4}]], [256]),
+                 ("H2O_K256.json", ["H2O"], [256])),), minutes=9.9, figures=("surrogate",)),
     QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
-        _quality("Default", "-p", "recent=32", "-p", "n_sinks=4", "--budget", "128", "--prompts", SHIFT, "--opt-top",
-                 "32", "--workers", "1", "--threads", "1", out="Default_K128.json"),
-        Step(("{python}", "-c", SHIFT_SCRIPT, "128", "H2O", "TOVA"), stdout="H2O_TOVA_K128.json"),
-        Step(("{python}", "-c", SHIFT_SCRIPT, "256", "Default", "H2O", "TOVA"), stdout="Default_H2O_TOVA_K256.json")),
+        _studies({"prompts": SHIFT.split(","), "opt_top": 32, "workers": 1, "threads": 1},
+                 ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
+                 ("H2O_TOVA_K128.json", ["H2O", "TOVA"], [128]),
+                 ("Default_H2O_TOVA_K256.json", [["Default", {"recent": 64, "n_sinks": 4}], "H2O", "TOVA"], [256])),),
         minutes=2.9, figures=("gda_shift", "surrogate")),
     QualityInput("quality_coupled", (SURROGATE,), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
@@ -144,9 +153,9 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _workingset_sweep(TWO_HOP_PROMPTS, "--answered-only"),  # half its prompts fail the control: no runs
         Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=3.2),
     QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
-        _sweep29("--budgets", "64,128", "--prompts", EASY5, "--steps", out="easy_K64_K128.json"),
-        _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json"),
-        _sweep29("--budgets", "32", "--prompts", EASY5, out="easy_K32.json")),
+        _studies({"prompts": EASY5.split(","), "workers": 1, "threads": 1},
+                 ("easy_K64_K128.json", SWEEP29, [64, 128]), ("easy_K32.json", SWEEP29, [32])),
+        _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json")),
         keep=("sweep.sh",), minutes=9.1, figures=("14m", "bench", "surrogate")),
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (

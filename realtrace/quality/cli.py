@@ -128,7 +128,7 @@ def list_prompts() -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from .report import markdown, summary, write
+    from .report import markdown, summary, without_steps, write
     from .run import evaluate
 
     if args.list_prompts:
@@ -154,7 +154,7 @@ def run(args: argparse.Namespace) -> int:
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")
-    clean = {**res, "runs": [{k: v for k, v in r.items() if k != "steps"} for r in res["runs"]]}
+    clean = without_steps(res)
     if args.json:
         sys.stdout.write(json.dumps(clean, indent=1) + "\n")
     elif args.all:

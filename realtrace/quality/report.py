@@ -187,6 +187,11 @@ def steps_name(config: str, budget: int) -> str:
     return f"{slug(config)}_K{budget}.npz"
 
 
+def without_steps(res: dict) -> dict:
+    """A study's result without its runs' per-step arrays: what ``--json`` prints and ``quality.json`` holds."""
+    return {**res, "runs": [{k: v for k, v in r.items() if k != "steps"} for r in res["runs"]]}
+
+
 def write(res: dict, out_dir: str | Path) -> list[Path]:
     """The output folder (module docstring); returns the paths written."""
     out = Path(out_dir)
@@ -201,11 +206,11 @@ def write(res: dict, out_dir: str | Path) -> list[Path]:
         with replacing(path) as tmp:
             np.savez_compressed(tmp, **arrays)
         paths.append(path)
-    clean = {**res, "runs": [{k: v for k, v in r.items() if k != "steps"} for r in res["runs"]]}
+    clean = without_steps(res)
     paths.append(write_text(out / "quality.json", json.dumps(clean, indent=1) + "\n"))
     paths.append(write_text(out / "quality.md", markdown(clean)))
     paths += figure(clean, out)
     return paths
 
 
-__all__ = ["figure", "markdown", "summary", "table", "write"]
+__all__ = ["figure", "markdown", "summary", "table", "without_steps", "write"]

@@ -294,8 +294,9 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
 
 
 def run_task(task: dict) -> dict:
-    """One prompt: the reference, then every config at every budget (module docstring).  ``task`` holds everything
-    it needs (prompt ids, budgets, configs, seed, top, threads), so it runs the same anywhere."""
+    """One prompt: the reference, then every (budget, config) of ``task["pairs"]`` (module docstring); the runs in
+    that order.  ``task`` holds everything it needs (prompt ids, budgets, configs and the pairs of their indices
+    that run, seed, top, threads), so it runs the same anywhere."""
     lm = worker_model(task["threads"], task["cache"])
     prompt = PromptIds(**task["prompt"])
     configs = [Config(**{**c, "params": tuple(map(tuple, c["params"]))}) for c in task["configs"]]
@@ -303,12 +304,12 @@ def run_task(task: dict) -> dict:
     t0 = time.monotonic()
     presses = [c.spec for c in configs if c.kind == "press"]
     ref = _Reference(lm, prompt, budgets, presses, Store(task["cache"]))
-    configs = configs if ref.right or not task["answered_only"] else []  # the positive control, decided first
     if task["progress"]:
         sys.stderr.write(f"  {prompt.name}: full-cache reference {ref.status}, {ref.presses_cached} of "
                          f"{len(presses) * len(budgets)} press choices cached ({time.monotonic() - t0:.0f} s)\n")
     memo: dict = {}
-    pairs = [(k, cfg) for k in budgets for cfg in configs]
+    # the positive control, decided first
+    pairs = [(k, configs[c]) for k, c in task["pairs"]] if ref.right or not task["answered_only"] else []
     mass = [cfg.kind == "opt" and cfg.spec == OPT for _, cfg in pairs]
     done: list = [None] * len(pairs)
     charges = Charges(ref, [k for k, _ in pairs])
@@ -361,16 +362,12 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     default one; ``no_cache``: none) where it holds it (:mod:`realtrace.quality.cache`).  With
     ``steps=True`` every run also carries ``steps`` arrays per prompt (numpy: per-row ``kl``, ``dnll``, ``top1``;
     per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``."""
-    from kvcore.tasks import TaskPool
+    return evaluate_many([(configs, budgets)], prompts, mode, seed, top, workers, scheduler, threads, steps, progress,
+                         say, opt_top, prompts_file, no_opt, cache_dir, no_cache, answered_only)[0]
 
-    from ..model import load_tokenizer
-    from ..press.eval import LAYER_GROUPS
 
-    say = say or (lambda msg: None)
-    seed = integer(seed, "--seed", 0)
-    top = None if top is None else integer(top, "--top", 1)
-    opt_top = None if opt_top is None else integer(opt_top, "--opt-top", 1)
-    threads = integer(threads, "--threads", 1)
+def _study(configs: list[str | Config], budgets, mode: str, no_opt: bool) -> tuple[list[Config], tuple[int, ...]]:
+    """One study's configs (each once, ``OPT`` added unless ``no_opt``) and budgets (sorted, each once), checked."""
     budgets = tuple(sorted(set(integer(k, "--budget", 1) for k in budgets)))
     if not budgets:
         raise ParameterError("give at least one budget")
@@ -383,6 +380,37 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         raise ParameterError(f"--no-opt: {OPT} is asked for by name (a variant OPT:NAME may run without it)")
     if not no_opt and not any(c.spec == OPT for c in cfgs):
         cfgs += parse_config(OPT)
+    return cfgs, budgets
+
+
+def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list[int]]],
+                  prompts: list[str] | None = None, mode: str = "closed", seed: int = 0, top: int | None = None,
+                  workers: int | None = None, scheduler: str | None = None, threads: int = 1, steps: bool = False,
+                  progress: bool = True, say=None, opt_top: int | None = None, prompts_file: str | None = None,
+                  no_opt: bool = False, cache_dir: str | None = None, no_cache: bool = False,
+                  answered_only: bool = False) -> list[dict]:
+    """Several studies on the same prompts and settings, ``studies`` their ``(configs, budgets)``, run as one: each
+    prompt's reference, press choices, optima and complete rows (every charge) are made once for all of them, and a
+    (config, budget) two studies share runs once.  Returns one result per study, each what :func:`evaluate` returns
+    for it, except the prompts' ``cache`` counts, which count what the whole run read from the cache (each run
+    depends only on its prompt, config and budget; ``tests/test_quality_replay.py`` compares them)."""
+    from kvcore.tasks import TaskPool
+
+    from ..model import load_tokenizer
+    from ..press.eval import LAYER_GROUPS
+
+    say = say or (lambda msg: None)
+    seed = integer(seed, "--seed", 0)
+    top = None if top is None else integer(top, "--top", 1)
+    opt_top = None if opt_top is None else integer(opt_top, "--opt-top", 1)
+    threads = integer(threads, "--threads", 1)
+    jobs = [_study(configs, budgets, mode, no_opt) for configs, budgets in studies]
+    if not jobs:
+        raise ParameterError("give at least one study")
+    cfgs = list(dict.fromkeys(c for job_cfgs, _ in jobs for c in job_cfgs))
+    budgets = tuple(sorted({k for _, job_budgets in jobs for k in job_budgets}))
+    job_pairs = [[(k, cfgs.index(c)) for k in job_budgets for c in job_cfgs] for job_cfgs, job_budgets in jobs]
+    pairs = list(dict.fromkeys(p for job in job_pairs for p in job))
     store_dir = checked_cache_dir(cache_dir, no_cache)
     own = read_prompts_file(prompts_file) if prompts_file is not None else []
     builtin = list(prompts or ([] if own else qprompts.DEFAULT))
@@ -402,9 +430,11 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
     # every input is checked before the model loads: what needs no tokens before the tokenizer too
     from ..model import MODEL_DIST, MODEL_EXACT, MODEL_NAME, MODEL_QUANT, N_KV_HEADS, N_LAYERS
 
-    files = {c.spec: read_schedule_file(c.spec) for c in cfgs if c.kind == "file"}
-    for path, arrays in files.items():
-        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0])
+    # a saved schedule is checked against the smallest budget it runs at
+    files = {c.spec: (read_schedule_file(c.spec), min(b[0] for job_cfgs, b in jobs if c in job_cfgs))
+             for c in cfgs if c.kind == "file"}
+    for path, (arrays, k) in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, k)
     # the tokenizer of a model this process already loaded (tests), else the tokenizer alone: from the model's copy
     # in the cache, made first if missing (the workers then load the copy), or from the GGUF file (~13 s of CPU)
     if _MODEL:
@@ -413,31 +443,42 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
         tok = load_tokenizer(install=True, say=say, converted=Store(store_dir).model_copy(install=True, say=say))
     ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
-    for path, arrays in files.items():
-        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, budgets[0], {p.name: p.T for p in ids})
-    say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts "
-        f"({sum(p.T for p in ids)} tokens)")
+    for path, (arrays, k) in files.items():
+        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, k, {p.name: p.T for p in ids})
+    say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts ({sum(p.T for p in ids)} "
+        f"tokens)" + (f", {len(jobs)} studies: {len(pairs)} runs per prompt" if len(jobs) > 1 else ""))
     with TaskPool(workers, scheduler) as pool:
         plan = task_groups([p.T for p in ids], budgets, pool.slots())  # the costliest first: they finish together
         common = {"configs": [asdict(c) for c in cfgs], "seed": seed, "top": top, "opt_top": opt_top,
                   "threads": threads, "steps": steps, "progress": progress and pool.serial,
                   "cache": store_dir and str(store_dir), "answered_only": answered_only}
-        done = pool.map(run_task, [{"prompt": asdict(ids[i]), "budgets": group, **common} for i, group in plan],
-                        progress=progress, key="quality")
-    results = [merged([r for (i, _), r in zip(plan, done) if i == n]) for n in range(len(ids))]
-    agg = aggregate(results, LAYER_GROUPS)
-    agg["runs"].append(full_cache_run([p for p in agg["prompts"] if p["full_cache_right"] or not answered_only],
-                                      LAYER_GROUPS))
-    if steps:
-        by_run = {(r["config"], r["budget"]): r for r in agg["runs"]}
-        for res in results:
-            for run in res["runs"]:
-                by_run[(run["config"], run["budget"])].setdefault("steps", {})[res["prompt"]["name"]] = run["steps"]
+        tasks = [{"prompt": asdict(ids[i]), "budgets": group, "pairs": [p for p in pairs if p[0] in group], **common}
+                 for i, group in plan]
+        done = pool.map(run_task, tasks, progress=progress, key="quality")
     from importlib.metadata import version
 
-    return {"settings": {"configs": [c.name for c in cfgs], "budgets": list(budgets), "mode": mode, "seed": seed,
-                         "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt,
-                         **({"answered_only": True} if answered_only else {})},
-            "model": {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
-                      "transformers": version("transformers"), "torch": version("torch")},
-            **agg}
+    model = {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
+             "transformers": version("transformers"), "torch": version("torch")}
+    prompt_info, runs = [], []  # per prompt: its info; its runs by (budget, config index)
+    for n in range(len(ids)):
+        parts = [(task, r) for (i, _), task, r in zip(plan, tasks, done) if i == n]
+        prompt_info.append(merged([r for _, r in parts])["prompt"])
+        runs.append({tuple(p): run for task, r in parts for p, run in zip(task["pairs"], r["runs"])})
+    out = []
+    for (job_cfgs, job_budgets), wanted in zip(jobs, job_pairs):
+        results = [{"prompt": info, "runs": [by_pair[p] for p in wanted] if by_pair else []}  # none: not answered
+                   for info, by_pair in zip(prompt_info, runs)]
+        agg = aggregate(results, LAYER_GROUPS)
+        agg["runs"].append(full_cache_run([p for p in agg["prompts"] if p["full_cache_right"] or not answered_only],
+                                          LAYER_GROUPS))
+        if steps:
+            by_run = {(r["config"], r["budget"]): r for r in agg["runs"]}
+            for res in results:
+                for run in res["runs"]:
+                    by_run[(run["config"], run["budget"])].setdefault("steps", {})[res["prompt"]["name"]] = \
+                        run["steps"]
+        out.append({"settings": {"configs": [c.name for c in job_cfgs], "budgets": list(job_budgets), "mode": mode,
+                                 "seed": seed, "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt,
+                                 **({"answered_only": True} if answered_only else {})},
+                    "model": model, **agg})
+    return out
