@@ -41,6 +41,7 @@ QUICK = "quick profile; --full recomputes them from the model"
 NOT_SELECTED = "not selected by --recompute"
 FAILED = "recompute failed: the line above says why"
 EXTRA_MODULES = {"real": ("torch", "transformers", "gguf"), "kvpress": ("kvpress",)}
+SHOWN = 100  # characters of a JSON argument of a step that its progress and error lines show
 RECOMPUTE_WORKERS = 2  # sets remade at once: one per core of the 2-core machine the --full goal is set for
 _STOP = threading.Event()  # set when the run that started a recompute ends before it: its steps are terminated
 # one permit per core: a step holds one while it runs, and so does the run's own work beside the recompute
@@ -96,8 +97,10 @@ def _argv(step: Step, target: Path, scratch: Path) -> list[str]:
 
 
 def _shown(argv: list[str]) -> str:
-    """A step's command as a person reads it: ``python ...``, a ``-c`` script by its first line."""
-    words = ["python"] + [a.splitlines()[0] + " ..." if "\n" in a else a for a in argv[1:]]
+    """A step's command as a person reads it: ``python ...``, a ``-c`` script by its first line, a JSON argument (a
+    studies spec) by its first :data:`SHOWN` characters."""
+    words = ["python"] + [a.splitlines()[0] + " ..." if "\n" in a else
+                          a[:SHOWN] + " ..." if a.startswith("{") and len(a) > SHOWN else a for a in argv[1:]]
     return " ".join(words)
 
 

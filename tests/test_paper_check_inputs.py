@@ -72,7 +72,8 @@ def test_the_steps_remake_exactly_the_committed_files(s):
 @pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
 def test_every_step_is_the_provenance_command(s):
     """Each step's arguments, as the committed PROVENANCE writes them (whitespace and line continuations aside),
-    appear there: a ``quality`` command verbatim up to its output, a script line by line."""
+    appear there: a ``quality`` command verbatim up to its output, a script line by line and its arguments (the
+    studies run as one: their spec, :mod:`realtrace.quality.studies`)."""
     text = " ".join(PROVENANCE.replace("\\\n", " ").split())
     for st in s.steps:
         args = [a for a in st.argv[1:] if a not in ("{dir}", "{scratch}")]
@@ -81,6 +82,8 @@ def test_every_step_is_the_provenance_command(s):
                 if "sys.argv[1]" in line and "record(" in line:
                     line = line.split("; ", 1)[1].replace("sys.argv[1]", f"'{s.directory}'")
                 assert " ".join(line.split()) in text, line
+            for arg in args[2:]:
+                assert " ".join(arg.split()) in text, arg
         else:
             shown = " ".join(["python", *(a for a in args if a != "--out")])
             assert shown in text.replace("$P", "").replace(" --out DIR", "") or \
@@ -183,8 +186,10 @@ def test_a_failed_recompute_is_one_line_and_falls_back(tmp_path):
     assert code == 0, err
     failed = [ln for ln in err.splitlines() if "recompute of" in ln]
     assert len(failed) == 1 and failed[0].startswith(
-        "paper_check: recompute of realtrace/data/quality_section10 failed: step 1/4 (python -m paper_check quality "
-        "Default -p recent=32") and "KV_QUALITY_CACHE" in failed[0], err
+        "paper_check: recompute of realtrace/data/quality_section10 failed: step 1/1 (python -c import sys; from "
+        'realtrace.quality.studies import write_studies; write_studies(*sys.argv[1:]) {"settings": {"opt_top": 32, '
+        '"workers": 1}, "studies": [{"out": "Default_K128.json", "configs": [["D ... ') \
+        and "KV_QUALITY_CACHE" in failed[0], err
     assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/quality_section10 "
                                    f"({inputs.FAILED})"], err
     assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/quality_section10 (committed)"

@@ -116,24 +116,24 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
                  ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
                  ("H2O_K128.json", ["H2O"], [128]),
                  ("Default_K256.json", [["Default", {"recent": 64, "n_sinks": 4}]], [256]),
-                 ("H2O_K256.json", ["H2O"], [256])),), minutes=9.9, figures=("surrogate",)),
+                 ("H2O_K256.json", ["H2O"], [256])),), minutes=5.2, figures=("surrogate",)),
     QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
         _studies({"prompts": SHIFT.split(","), "opt_top": 32, "workers": 1, "threads": 1},
                  ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
                  ("H2O_TOVA_K128.json", ["H2O", "TOVA"], [128]),
                  ("Default_H2O_TOVA_K256.json", [["Default", {"recent": 64, "n_sinks": 4}], "H2O", "TOVA"], [256])),),
-        minutes=2.9, figures=("gda_shift", "surrogate")),
+        minutes=1.6, figures=("gda_shift", "surrogate")),
     QualityInput("quality_coupled", (SURROGATE,), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
                  "--threads", "1", out="OPT_coupled.json"),
         _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
                  "--opt-top", "32", "--workers", "1", "--threads", "1", out="OPT_static.json")),
-        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=4.3, figures=("surrogate",)),
+        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=3.5, figures=("surrogate",)),
     QualityInput("quality_value", (SURROGATE,), (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
         _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
-                 out="OPT_value_K128_needle-1200-d50.json")), minutes=2.2, figures=("surrogate",)),
+                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.8, figures=("surrogate",)),
     QualityInput("quality_budgets", (SURROGATE,), (
         Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
               "PyramidKV,AdaKV,CriticalKV,CriticalAdaKV,SnapKV", "--budgets", "128", "--prompts", SHORT5, "--workers",
@@ -142,31 +142,31 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "LUKV=realtrace/data/quality_budgets/lukv_curve_recall.npy", "--budgets", "128", "--prompts", SHORT5,
               "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
              collect=(("quality.json", "lukv_K128.json"),))),
-        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=1.4,
+        extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=0.9,
         figures=("surrogate",)),
     QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
                                         SURROGATE), (
         _workingset_sweep(WORKINGSET_PROMPTS),
-        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=5.1,
+        Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=4.4,
         figures=("workingset", "surrogate")),
     QualityInput("long_range_two_hop", ("long-range-floor",), (
         _workingset_sweep(TWO_HOP_PROMPTS, "--answered-only"),  # half its prompts fail the control: no runs
-        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=3.2),
+        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=2.6),
     QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
         _studies({"prompts": EASY5.split(","), "workers": 1, "threads": 1},
                  ("easy_K64_K128.json", SWEEP29, [64, 128]), ("easy_K32.json", SWEEP29, [32])),
         _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json")),
-        keep=("sweep.sh",), minutes=9.1, figures=("14m", "bench", "surrogate")),
+        keep=("sweep.sh",), minutes=6.3, figures=("14m", "bench", "surrogate")),
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
-        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.8, figures=("bench", "surrogate")),
+        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate")),
     QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
         Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.3,
         figures=("heads", "surrogate")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
-              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.6, figures=("value_directions",)),
+              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.2, figures=("value_directions",)),
 )
 
 
