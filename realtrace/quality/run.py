@@ -393,7 +393,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     prompt's reference, press choices, optima and complete rows (every charge) are made once for all of them, and a
     (config, budget) two studies share runs once.  Returns one result per study, each what :func:`evaluate` returns
     for it, except the prompts' ``cache`` counts, which count what the whole run read from the cache (each run
-    depends only on its prompt, config and budget; ``tests/test_quality_replay.py`` compares them)."""
+    depends only on its prompt, config and budget; ``tests/test_quality_studies.py`` compares them)."""
     from kvcore.tasks import TaskPool
 
     from ..model import load_tokenizer
