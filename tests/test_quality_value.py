@@ -16,8 +16,7 @@ from kvcore.optima import nm_opt, nm_opt_costs
 from kvcore.traces import AttentionTrace
 from realtrace.quality.schedule import drop_from_evictions, lazy_drop, resident_counts
 from realtrace.quality.value_cost import (fused_costs, lost, top_entries, total_cost, value_costs, value_costs_plain,
-                                          value_distance,
-                                          value_optimum)
+                                          value_distance, value_optimum)
 
 
 def random_head(rng: np.random.Generator, T: int, d: int = 4, alpha: float = 0.4) -> tuple[np.ndarray, np.ndarray]:

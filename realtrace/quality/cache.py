@@ -253,10 +253,9 @@ class Store:
             if read_model_copy(entry, key):
                 return entry
         except CorruptEntry as exc:
-            if not make:
-                return None
-            self.warn(f"warning: quality cache entry {entry}: {exc}; recomputing it")
-            discard(entry)
+            if make:
+                self.warn(f"warning: quality cache entry {entry}: {exc}; recomputing it")
+                discard(entry)
         if not make:
             return None
         lm = load_model(install=False, threads=1, say=say)

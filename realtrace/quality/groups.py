@@ -1,6 +1,7 @@
 """How a quality study's work is cut into tasks: a prompt whose share would keep one worker busy alone is split into
 groups of its budgets (:func:`budget_groups`), each group one task with the prompt's whole reference, and the
-groups' results are put back together as one task's (:func:`merged`).  Splitting changes no number: each run
+groups' results are put back together as one task's (:func:`merged_prompt`, and the runs by their budget and
+config).  Splitting changes no number: each run
 depends only on its prompt, configuration and budget (the closed loop's generators are seeded per layer and KV head,
 an optimum is solved per budget), which a test checks by forcing a split."""
 
@@ -33,19 +34,17 @@ def task_groups(lengths: list[int], budgets: tuple[int, ...], slots: int) -> lis
     return sorted(tasks, key=lambda task: -lengths[task[0]] ** 2 / groups[task[0]])
 
 
-def merged(parts: list[dict]) -> dict:
-    """One prompt's result from its groups' (:func:`budget_groups`): their runs together
-    (:func:`realtrace.quality.aggregate.aggregate` finds a run by configuration and budget, so their order does not
-    matter), the reference ``computed`` when any group computed it, the counts of press choices, optima, passes and
-    closed-loop runs read from the cache summed."""
+def merged_prompt(parts: list[dict]) -> dict:
+    """One prompt's information from its groups' results (:func:`budget_groups`; their runs are matched to their
+    studies by :func:`realtrace.quality.run.evaluate_many`): the reference ``computed`` when any group computed it,
+    the counts of press choices, optima, passes and closed-loop runs read from the cache summed."""
     if len(parts) == 1:
-        return parts[0]
+        return parts[0]["prompt"]
     statuses = {p["prompt"]["cache"]["reference"] for p in parts}
-    info = {**parts[0]["prompt"], "cache": {
+    return {**parts[0]["prompt"], "cache": {
         "reference": "computed" if "computed" in statuses else statuses.pop(),
         **{count: sum(p["prompt"]["cache"][count] for p in parts)
            for count in ("press_choices_cached", "optima_cached", "passes_cached", "closed_loop_runs_cached")}}}
-    return {"prompt": info, "runs": [r for p in parts for r in p["runs"]]}
 
 
-__all__ = ["budget_groups", "merged", "task_groups"]
+__all__ = ["budget_groups", "merged_prompt", "task_groups"]

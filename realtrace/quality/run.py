@@ -87,7 +87,7 @@ from kvcore.numbers import integer
 
 from . import prompts as qprompts
 from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompts
-from .groups import merged, task_groups
+from .groups import merged_prompt, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .charges import Charges, add_charges, charged
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
@@ -101,7 +101,7 @@ from .schedule import (ScheduleError, check_capacity, check_schedule, check_sche
 LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
 
 
-# ---- one task: one prompt, every config and budget ------------------------------------------------------------
+# ---- one task: one prompt, its (budget, config) pairs ---------------------------------------------------------
 
 _MODEL: dict[int, object] = {}
 
@@ -462,7 +462,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     prompt_info, runs = [], []  # per prompt: its info; its runs by (budget, config index)
     for n in range(len(ids)):
         parts = [(task, r) for (i, _), task, r in zip(plan, tasks, done) if i == n]
-        prompt_info.append(merged([r for _, r in parts])["prompt"])
+        prompt_info.append(merged_prompt([r for _, r in parts]))
         runs.append({tuple(p): run for task, r in parts for p, run in zip(task["pairs"], r["runs"])})
     out = []
     for (job_cfgs, job_budgets), wanted in zip(jobs, job_pairs):

@@ -45,8 +45,13 @@ def value_distance(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     scale = (v * v).sum(axis=1)[None, :] + (o * o).sum(axis=1)[:, None]
     sq = np.tril(scale - 2.0 * (o @ v.T))
     t, i = np.nonzero(np.tril(sq < REFINE * scale))
-    sq[t, i] = ((v[i] - o[t]) ** 2).sum(axis=1)
+    sq[t, i] = _direct_squares(v, o, t, i)
     return np.sqrt(np.maximum(sq, 0.0))
+
+
+def _direct_squares(v: np.ndarray, o: np.ndarray, t: np.ndarray, i: np.ndarray) -> np.ndarray:
+    """``||v_i - o_t||^2`` for the entries ``(t, i)``, as the norm of the difference (no cancellation)."""
+    return ((v[i] - o[t]) ** 2).sum(axis=1)
 
 
 def _fused_costs(a, vv, oo, g, costs, refine):
@@ -80,7 +85,7 @@ def value_costs(rows: np.ndarray, values: np.ndarray) -> np.ndarray:
     refine = np.empty(a.shape, dtype=np.bool_)
     fused_costs(a, (v * v).sum(axis=1), (o * o).sum(axis=1), o @ v.T, costs, refine)
     t, i = np.nonzero(refine)
-    costs[t, i] = a[t, i] * np.sqrt(np.maximum(((v[i] - o[t]) ** 2).sum(axis=1), 0.0))
+    costs[t, i] = a[t, i] * np.sqrt(np.maximum(_direct_squares(v, o, t, i), 0.0))
     return costs
 
 
