@@ -18,10 +18,12 @@ only needs ``[t-W, t-1]``, the part an online policy can know before step ``t``.
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
 
+from kvcore import portable_math
 from kvcore.engine import make_rng
 from kvcore.errors import ParameterError
 from kvcore.numbers import integer, real
@@ -134,11 +136,22 @@ def tail_mass(trace: AttentionTrace, tau: float) -> float:
 # ---------------------------------------------------------------------------------------------------------------------
 
 
+_RANK_POWERS: dict[float, np.ndarray] = {}  # exponent -> r^(-s) for r = 1..len, grown on demand
+
+
 def zipf_weights(n: int, s: float) -> np.ndarray:
-    """Zipf weights over ranks ``1..n``: ``r^(-s) / sum_{q=1}^{n} q^(-s)`` (``s = 0`` is uniform)."""
+    """Zipf weights over ranks ``1..n``: ``r^(-s) / sum_{q=1}^{n} q^(-s)`` (``s = 0`` is uniform).
+
+    The powers are correctly rounded (:mod:`kvcore.portable_math`) and the sum is ``math.fsum``'s, so a trace drawn
+    from these weights has the same bits on every machine (numpy's ``**`` differs by CPU in the last bit)."""
     n = integer(n, "n", 1)
-    w = np.arange(1, n + 1, dtype=np.float64) ** (-real(s, "zipf exponent", 0.0))
-    return w / w.sum()
+    s = real(s, "zipf exponent", 0.0)
+    table = _RANK_POWERS.get(s)
+    if table is None or table.size < n:
+        table = portable_math.power(np.arange(1, n + 1, dtype=np.float64), -s)
+        _RANK_POWERS[s] = table
+    w = table[:n]
+    return w / math.fsum(w.tolist())
 
 
 def check_row_masses(sinks, sink_mass, self_mass) -> tuple[int, float, float]:

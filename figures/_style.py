@@ -3,12 +3,18 @@
 The same inputs give the same bytes: figures are plain :class:`~matplotlib.figure.Figure` objects (no pyplot, no
 global backend switch; ``savefig`` renders PNG with Agg and SVG with the SVG backend), :data:`RC` is held for the
 whole build (``figures.build``), the SVG id salt is fixed, and the writers are told to omit date and software stamps.
+Log axes use :func:`log_scale` / :func:`symlog_scale`, whose logarithms are :mod:`kvcore.portable_math`'s, so the
+pixels do not depend on which CPU kernels numpy dispatches to (issue 53).
 """
 
 from __future__ import annotations
 
 import matplotlib
+import numpy as np
+from matplotlib import scale as mscale
 from matplotlib.figure import Figure
+
+from kvcore import portable_math
 
 RC = {
     "figure.dpi": 100,
@@ -89,3 +95,70 @@ def titled(fig: Figure, title: str) -> None:
     """Bold figure title (each axes title then carries the formula or panel name), 0.12 in below the top edge."""
     height = fig.get_figheight()
     fig.suptitle(title, fontsize=12, fontweight="bold", y=1 - 0.12 / height, va="top")
+
+
+class _PortableLogTransform(mscale.LogTransform):
+    """matplotlib's log transform with :mod:`kvcore.portable_math`'s logarithm: numpy's ``log10`` differs in the last
+    bit between CPUs, which moved antialiased pixels of four log-axis figures (issue 53)."""
+
+    def transform_non_affine(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        out = portable_math.log(values, self.base)
+        if self._clip:
+            out = np.where(values <= 0, -1000.0, out)  # matplotlib's clip: far off the canvas, finite
+        return out
+
+    def inverted(self):
+        return _PortablePowerTransform(self.base)
+
+
+class _PortablePowerTransform(mscale.InvertedLogTransform):
+    def transform_non_affine(self, values):
+        return portable_math.power(self.base, values)
+
+    def inverted(self):
+        return _PortableLogTransform(self.base)
+
+
+class _PortableSymlogTransform(mscale.SymmetricalLogTransform):
+    """Symmetric log: ``v * c`` inside ``|v| <= linthresh``, else ``sign(v) linthresh (c + log_b(|v| / linthresh))``
+    with ``c = linscale / (1 - 1/b)`` -- matplotlib's formula, with the portable logarithm."""
+
+    def transform_non_affine(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        c = self.linscale / (1.0 - 1.0 / self.base)
+        outside = np.abs(values) > self.linthresh
+        logs = portable_math.log(np.where(outside, np.abs(values), self.linthresh), self.base)
+        shifted = c + logs - portable_math.log(self.linthresh, self.base)
+        return np.where(outside, np.sign(values) * self.linthresh * shifted, values * c)
+
+    def inverted(self):
+        return _PortableSymexpTransform(self.base, self.linthresh, self.linscale)
+
+
+class _PortableSymexpTransform(mscale.InvertedSymmetricalLogTransform):
+    def transform_non_affine(self, values):
+        values = np.asarray(values, dtype=np.float64)
+        c = self.linscale / (1.0 - 1.0 / self.base)
+        edge = self.linthresh * c  # where the linear part meets the logarithmic one
+        outside = np.abs(values) > edge
+        powers = portable_math.power(self.base, np.where(outside, np.abs(values) / self.linthresh - c, 0.0))
+        return np.where(outside, np.sign(values) * self.linthresh * powers, values / c)
+
+    def inverted(self):
+        return _PortableSymlogTransform(self.base, self.linthresh, self.linscale)
+
+
+def log_scale(base: float = 10, **kwargs) -> mscale.LogScale:
+    """A log scale for ``ax.set_xscale``/``set_yscale`` whose pixels are the same on every machine: matplotlib's
+    ``LogScale`` (ticks, name ``"log"``) with :class:`_PortableLogTransform`.  Every log axis of a figure uses it."""
+    scale = mscale.LogScale(base=base, **kwargs)
+    scale._transform = _PortableLogTransform(base, kwargs.get("nonpositive", "clip"))
+    return scale
+
+
+def symlog_scale(linthresh: float, base: float = 10, linscale: float = 1) -> mscale.SymmetricalLogScale:
+    """The symmetric-log counterpart of :func:`log_scale`."""
+    scale = mscale.SymmetricalLogScale(base=base, linthresh=linthresh, linscale=linscale)
+    scale._transform = _PortableSymlogTransform(base, linthresh, linscale)
+    return scale

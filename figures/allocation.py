@@ -8,11 +8,12 @@ dynamic optimum needs traces); with data, the exact values measured on a trace s
 
 from __future__ import annotations
 
+from kvcore import portable_math
 from kvcore.optima.allocation import allocation_regret, greedy_allocation, uniform_allocation
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .registry import figure
 
 # stylized heads (mass M_h, half-life s_h in slots) and the budgets of the formula-only view
@@ -24,7 +25,7 @@ LABELS = {"uniform": "uniform split (B/H slots per head)", "static": "static opt
 
 
 def stylized_curves():
-    return [lambda k, m=m, s=s: m * 2.0 ** (-k / s) for m, s in ALLOC_HEADS]
+    return [lambda k, m=m, s=s: m * portable_math.power(2.0, -k / s) for m, s in ALLOC_HEADS]
 
 
 def _alloc_data(data: dict | None) -> dict:
@@ -84,7 +85,7 @@ def alloc(data: dict | None = None):
         if z[name]:
             fmt_, color = styles[name]
             P.line(ax, name, z["budgets"], z[name], fmt_, color=color, mfc="none", label=LABELS[name])
-    ax.set_xscale("log", base=2)
+    ax.set_xscale(log_scale(base=2))
     ax.set_xticks(z["budgets"], [str(b) for b in z["budgets"]])
     ax.minorticks_off()
     ax.set_xlabel(f"total budget B (slots over {z['heads']} heads, log scale)")

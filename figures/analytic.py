@@ -6,15 +6,14 @@ optional ``data`` and draws it over the formula.
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from kvcore import formulas as F
+from kvcore import portable_math
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .registry import figure
 
 # Figure 6 / 15 worked example of the paper (Section 4): context S = 16,000 tokens, budget k = 2,000.
@@ -70,7 +69,7 @@ def fig6(data: dict | None = None):
     free = F.free_memory(cfg, hw)
     fig = new_figure()
     ax = fig.add_subplot()
-    ks = np.unique(np.round(np.logspace(math.log10(100), math.log10(WORKED_S), 400)).astype(int))
+    ks = np.unique(np.round(portable_math.logspace(2, portable_math.log(WORKED_S, 10), 400)).astype(int))
     P.line(ax, "formula/S/k", ks, [F.throughput_gain(WORKED_S, int(k)) for k in ks], label="S/k (continuous Eq. 3)")
     P.step(ax, "formula/B_max ratio", ks, [F.batch_gain(free, WORKED_S, int(k), cfg.bytes_per_token) for k in ks],
            label=f"B_max(k)/B_max(S), 7B on {hw.name}, M = {free / 1e9:.0f} GB")
@@ -81,8 +80,8 @@ def fig6(data: dict | None = None):
     P.line(ax, "marked/k=2000", [WORKED_K], [g], "ko",
            label=f"k = {WORKED_K:,}, S = {WORKED_S:,}: S/k = {g:.0f}x; whole batches {b_k}/{b_full} = {gb:.2f}x "
                  "(paper: 'about eightfold')")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_xscale(log_scale())
+    ax.set_yscale(log_scale())
     ax.set_xlabel("retained budget k (tokens per sequence, log scale)")
     ax.set_ylabel("batch / throughput gain over no eviction (x, log scale)")
     ax.set_title("B_max(k) = ⌊M/(k·P_kv)⌋,  gain = B_max(k)/B_max(S) ≈ S/k", fontsize=9)
@@ -168,7 +167,7 @@ def fig7(data: dict | None = None):
         P.errorbar(ax, f"measured/{label}/k={k}", [p["h"] / k for p in members], [p["ratio"] for p in members],
                    [p.get("ci_low") for p in members], [p.get("ci_high") for p in members], fmt=styles[label],
                    ls="none", color=colors[k], mfc="white", ms=7, mew=1.4, capsize=3, label=f"{label}, k = {k}")
-    ax.set_yscale("log")
+    ax.set_yscale(log_scale())
     ax.set_xlim(0, 1.03)
     top = max([2.0 * k for k in measured_ks or FIG7_KS] + [p["ratio"] * 1.5 for p in pts])
     ax.set_ylim(min([0.8] + [p["ratio"] / 1.5 for p in pts]), max(top, 10.0))
@@ -252,13 +251,13 @@ def fig8(data: dict | None = None):
     det, rnd, runs = _fig8_points(data)
     fig = new_figure(13, 6.3, left=0.06, right=0.98, bottom=0.3, top=0.88, wspace=0.2, notes=fig8_notes(data))
     ax, bx = fig.subplots(1, 2)
-    ks = np.unique(np.round(np.logspace(0, 4, 300)).astype(int))
+    ks = np.unique(np.round(portable_math.logspace(0, 4, 300)).astype(int))
     hk = np.array([F.harmonic(int(k)) for k in ks])
     P.line(ax, "curve/k", ks, ks, color="C0", label="k (deterministic, Eq. 6)")
     P.line(ax, "curve/2H_k", ks, 2 * hk, "--", color="C1", label="2·H_k (marking, as the paper states it)")
     P.line(ax, "curve/2H_k-1", ks, 2 * hk - 1, ":", color="C2", label="2·H_k − 1 (marking, tight)")
     P.line(ax, "curve/H_k", ks, hk, color="C3", label="H_k (optimal randomized, Eq. 9)")
-    P.line(ax, "curve/ln k", ks[ks >= 2], np.log(ks[ks >= 2]), color="#7f7f7f", lw=1, label="ln k")
+    P.line(ax, "curve/ln k", ks[ks >= 2], portable_math.log(ks[ks >= 2]), color="#7f7f7f", lw=1, label="ln k")
     for k, said, marker in ((200, "about six", "D"), (2000, "≈ 8.1", "*")):
         P.line(ax, f"marked/H_{k}", [k], [F.harmonic(k)], marker, color="black", ms=7,
                label=f"k = {k}: H_k = {F.harmonic(k):.4f} (paper: '{said}')")
@@ -269,8 +268,8 @@ def fig8(data: dict | None = None):
         members.sort(key=lambda p: p["k"])
         P.line(ax, f"measured/{label}", [p["k"] for p in members], [p["ratio"] for p in members],
                _MARKERS[i % len(_MARKERS)], color="black", mfc="white", ms=7, mew=1.4, label=label)
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_xscale(log_scale())
+    ax.set_yscale(log_scale())
     ax.set_xlabel("cache budget k (slots, log scale)")
     ax.set_ylabel("competitive ratio (log scale)")
     ax.set_title("(a) H_k = Σ_{i=1..k} 1/i  vs  k", fontsize=9)
@@ -295,14 +294,14 @@ def fig8(data: dict | None = None):
         slot = workloads.index(workload) * len(policies) + policies.index(policy)
         w = workloads.index(workload)
         # a small horizontal offset per series keeps equal means from hiding each other; the tick is the k
-        shift = 2 ** (0.05 * (slot - (slots - 1) / 2))
+        shift = portable_math.power(2.0, 0.05 * (slot - (slots - 1) / 2))
         P.errorbar(bx, f"measured/{policy}/{workload}", [p["k"] * shift for p in members],
                    [p["ratio"] for p in members], [p.get("ci_low") for p in members],
                    [p.get("ci_high") for p in members], tags={"k": [p["k"] for p in members]},
                    fmt=_MARKERS[w % len(_MARKERS)], ls="none",
                    color=_POLICY_COLORS[policies.index(policy) % len(_POLICY_COLORS)], mfc="white", ms=6, mew=1.3,
                    capsize=2, label=f"{policy} ({members[0]['guarantee']}): {workload}")
-    bx.set_xscale("log", base=2)
+    bx.set_xscale(log_scale(base=2))
     bx.set_xticks(measured_ks, [str(k) for k in measured_ks])
     bx.set_xlim(min(measured_ks) / 1.4, max(measured_ks) * 1.4)
     bx.set_xlabel("cache budget k (slots, log scale; points of one k spread apart)")
@@ -389,7 +388,7 @@ def fig13(data: dict | None = None):
         P.line(ax, f"measured/{name}/k={k}", [p["s"] for p in members],
                [max(p["regret_per_step"], 1e-12) for p in members], _MARKERS[names.index(name) % len(_MARKERS)],
                mfc="none", ms=8, mew=1.5, color=colors[k], label=f"{label}, k = {k}")
-    ax.set_yscale("log")
+    ax.set_yscale(log_scale())
     ax.set_xlabel("Zipf exponent s (larger = sparser attention)")
     ax.set_ylabel("attention mass lost per step (log scale)")
     ax.set_title(f"M_tail(s,k) = Σ_(i>k) i^−s / Σ_(i≤n) i^−s,   n = {FIG13_N}", fontsize=9)
@@ -415,7 +414,7 @@ def fig15(data: dict | None = None):
     for j, c in enumerate((WORKED_S, WORKED_K, 256, 64)):
         color = f"C{j}"
         bmax = F.max_batch(free, c, cfg.bytes_per_token)
-        bs = np.unique(np.round(np.logspace(0, math.log10(bmax), 200)).astype(int))
+        bs = np.unique(np.round(portable_math.logspace(0, portable_math.log(bmax, 10), 200)).astype(int))
         thr = [F.decode_throughput(cfg, hw, int(b), c) for b in bs]
         P.line(ax, f"throughput/c={c}", bs, thr, color=color, label=f"c = {c:,} tokens, ending at B_max = {bmax:,}")
         ax.plot([bs[-1]], [thr[-1]], "o", color=color)
@@ -426,8 +425,8 @@ def fig15(data: dict | None = None):
     ceiling = hw.peak_flops / (2 * cfg.params)
     P.line(ax, "ceiling", [0.7, 4000], [ceiling, ceiling], color="black", lw=1, ls="--",
            label=f"compute ceiling peak/2N = {ceiling:,.0f} tok/s")
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_xscale(log_scale())
+    ax.set_yscale(log_scale())
     ax.set_xlim(0.7, 4000)
     ax.set_ylim(50, 6e4)
     ax.set_xlabel("batch B (sequences, log scale)")
@@ -435,7 +434,7 @@ def fig15(data: dict | None = None):
     ax.set_title("throughput = B / max(bytes/bw, flops/peak)", fontsize=9)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14), ncol=2, fontsize=7.5)
 
-    ks = np.unique(np.round(np.logspace(math.log10(32), math.log10(WORKED_S), 200)).astype(int))
+    ks = np.unique(np.round(portable_math.logspace(portable_math.log(32, 10), portable_math.log(WORKED_S, 10), 200)).astype(int))
     ks = np.array([k for k in ks if F.max_batch(free, int(k), cfg.bytes_per_token) >= 1])
     P.line(bx, "gain/S/k", ks, [F.throughput_gain(WORKED_S, int(k)) for k in ks], label="Eq. 3: S/k")
     P.line(bx, "gain/roofline", ks, [F.max_throughput_gain(cfg, hw, WORKED_S, int(k)) for k in ks], ls="--",
@@ -448,8 +447,8 @@ def fig15(data: dict | None = None):
     g = F.max_throughput_gain(cfg, hw, WORKED_S, WORKED_K)
     P.line(bx, "marked/k=2000", [WORKED_K], [g], "ko",
            label=f"k = {WORKED_K:,}: roofline {g:.2f}x vs S/k = {WORKED_S / WORKED_K:g}x")
-    bx.set_xscale("log")
-    bx.set_yscale("log")
+    bx.set_xscale(log_scale())
+    bx.set_yscale(log_scale())
     bx.set_xlabel("retained budget k (tokens per sequence, log scale)")
     bx.set_ylabel("throughput gain over no eviction (x, log scale)")
     bx.set_title(f"gain = T(B_max(k), k) / T(B_max(S), S),  S = {WORKED_S:,}", fontsize=9)

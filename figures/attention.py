@@ -8,7 +8,7 @@ from kvcore import formulas as F
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import new_figure, symlog_scale, titled
 from .registry import figure
 
 # Figure 9's illustrative instance of the Section 5 construction (small enough to read every line).
@@ -177,7 +177,7 @@ def fig9(data: dict | None = None):
         for axis in (ax, bx):
             axis.axvline(evict, color="black", ls=":", lw=1.2,
                          label=f"{z['evicted_by']} drops the {evicted} (t = {evict})" if axis is ax else None)
-    bx.set_yscale("symlog", linthresh=0.01)
+    bx.set_yscale(symlog_scale(0.01))
     bx.set_ylim(0, None)
     bx.set_xlabel("decoding step t")
     bx.set_ylabel("score D_i(t) (attention mass, symlog scale)")
@@ -345,7 +345,7 @@ def _fig11_measured_panels(axes, z: dict) -> None:
                 continue
             P.line(ax, f"reference/{family}/{label}", np.arange(1, len(values) + 1), values, color="black",
                    ls=(":" if i == 0 else (0, (5, 2, 1, 2))), lw=1.4, label=label)
-        ax.set_yscale("symlog", linthresh=1.0)
+        ax.set_yscale(symlog_scale(1.0))
         ax.set_ylim(0, None)
         ax.set_xlabel("decoding step t")
         ax.set_ylabel("cumulative regret R(t) (symlog scale)")

@@ -6,7 +6,6 @@ quantities by stated arithmetic (memory factor ``1 / budget_fraction``) and neve
 
 from __future__ import annotations
 
-import math
 import textwrap
 
 import numpy as np
@@ -14,11 +13,12 @@ from matplotlib.lines import Line2D
 from matplotlib.ticker import FixedFormatter, FixedLocator, NullFormatter
 
 from kvcore import formulas as F
+from kvcore import portable_math
 
 from . import _data
 from . import _plot as P
 from .published_data import citation, points
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .registry import figure
 
 def _memory_factor(system: str) -> tuple[float, bool, bool] | None:
@@ -85,7 +85,8 @@ def fig3(data: dict | None = None):
     ax = fig.add_subplot(gs[0, 0])
     side = fig.add_subplot(gs[0, 1], sharey=ax)
     bottom = fig.add_subplot(gs[1, 0], sharex=ax)
-    P.line(ax, "formula/S/k", np.logspace(0, 1.3, 50), np.logspace(0, 1.3, 50), color="#7f7f7f", ls="--",
+    diagonal = portable_math.logspace(0, 1.3, 50)
+    P.line(ax, "formula/S/k", diagonal, diagonal, color="#7f7f7f", ls="--",
            label="Eq. 3: gain = S/k (memory-bound prediction)")
     pts = operating_points()
     systems = list(dict.fromkeys(p["system"] for p in pts))
@@ -110,8 +111,8 @@ def fig3(data: dict | None = None):
         if after:
             parts.append(f"below {after['high']:.0%} with paging ({citation(after['source'])})")
         handles.append(Line2D([], [], ls="none", label=_wrap(" ".join(parts), 66)))
-    ax.set_xscale("log")
-    ax.set_yscale("log")
+    ax.set_xscale(log_scale())
+    ax.set_yscale(log_scale())
     ax.set_xlim(1, 20)
     ax.set_ylim(1, 40)
     for axis, ticks in ((ax.xaxis, (1, 2, 5, 10, 20)), (ax.yaxis, (1, 2, 5, 10, 20, 40))):
@@ -185,7 +186,7 @@ def fig14(data: dict | None = None):
                          .replace("..", ".") for q in row["points"])
         quotes.text(0.02, y, _wrap(text, 92), fontsize=8, va="center", ha="left",
                     color="#333333", transform=quotes.get_yaxis_transform())
-    ax.set_xscale("log")
+    ax.set_xscale(log_scale())
     ax.set_xlim(0.004, 1.5)
     ax.set_ylim(len(rows) - 0.5, -0.5)
     ax.set_yticks(range(len(rows)), [r["system"] for r in rows])
@@ -201,7 +202,7 @@ def fig14(data: dict | None = None):
     quotes.set_axis_off()
     quotes.set_title("the statement at that budget, as the data file quotes it", fontsize=9, loc="left")
 
-    ks = np.unique(np.round(np.logspace(0, math.log10(FIG14_N), 120)).astype(int))
+    ks = np.unique(np.round(portable_math.logspace(0, portable_math.log(FIG14_N, 10), 120)).astype(int))
     for s in FIG14_EXPONENTS:
         kept = [1 - F.zipf_tail_mass(s, FIG14_N, int(k)) for k in ks]
         P.line(bx, f"model/s={s}", ks / FIG14_N, kept, label=f"Zipf s = {s}: 1 − M_tail(s, k)")
@@ -210,7 +211,7 @@ def fig14(data: dict | None = None):
         names = ", ".join(r["system"] for r in rows if any(q["fraction"] == frac for q in r["points"]))
         P.line(bx, f"published/{frac:g}", [frac, frac], [0, 1.02], color="#999999", ls=":", lw=1.2,
                label=f"budget {frac:.3g} ({names})")
-    bx.set_xscale("log")
+    bx.set_xscale(log_scale())
     bx.set_ylim(0, 1.02)
     bx.set_xlabel(f"retained budget k/n (fraction of n = {FIG14_N} tokens, log scale)")
     bx.set_ylabel("attention mass retained by the top-k (fraction)")

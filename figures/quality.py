@@ -17,7 +17,7 @@ import math
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .registry import figure
 
 NO_DATA = "no data: paper_check draws this from the committed replays"
@@ -134,7 +134,7 @@ def surrogate(data: dict | None = None):
             P.line(ax, f"{name}/{s}", [p[xq] for p in mine], [p[yq] for p in mine], "o", color=f"C{i}", ms=4,
                    mfc="none", label=s, zorder=2)
         if name == "stream":
-            ax.set_yscale("log")
+            ax.set_yscale(log_scale())
         r = z["rho"][name]
         ax.set_title(f"{name}: pooled rho {r['pooled']:.2f}, within-prompt {r['within']:.2f}", fontsize=9)
     if sets:

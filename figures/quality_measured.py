@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .published import budget_statements
 from .registry import figure
 
@@ -89,11 +89,11 @@ def fig14m(data: dict | None = None):
                      ha="center", fontsize=7, color="#555555")
     acc.plot([], [], "D", color="#888888", mfc="white", label="published budget, stated near-full\nquality (other models)")
     for ax in (acc, loss):
-        ax.set_xscale("log")
+        ax.set_xscale(log_scale())
         ax.set_xlim(0.005, 1.2)
     acc.set_ylim(-0.05, 1.45)
     acc.set_ylabel("task accuracy (positive controls)")
-    loss.set_yscale("log")
+    loss.set_yscale(log_scale())
     loss.set_ylabel("answer NLL change (nats/token)")
     for ax in (acc, loss):
         ax.set_xlabel("retained budget (fraction of the prompt's KV cache, log scale)")

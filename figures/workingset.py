@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from . import _data
 from . import _plot as P
-from ._style import new_figure, titled
+from ._style import log_scale, new_figure, titled
 from .registry import figure
 
 MARKERS = ("o", "s", "^", "D", "v", "P")
@@ -86,8 +86,8 @@ def workingset(data: dict | None = None):
         P.line(ax, f"measured/{pol}", [ws[q] for q in names], [floors[q] or top for q in names], MARKERS[j % 6],
                color=f"C{j}", mfc="none", ms=7, label=pol)
     ax.axhline(top, color="0.8", lw=0.8)
-    ax.set_xscale("log", base=2)
-    ax.set_yscale("log", base=2)
+    ax.set_xscale(log_scale(base=2))
+    ax.set_yscale(log_scale(base=2))
     ax.set_yticks([*grid, top], [*map(str, grid), f"> {grid[-1]}"])
     ax.minorticks_off()
     ax.set_xlabel("working set (mean over heads of the peak heavy union)")

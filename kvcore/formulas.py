@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from . import portable_math
 from .errors import ParameterError
 
 GiB = 2**30
@@ -191,7 +192,7 @@ def zipf_tail_mass(s: float, n: int, k: int) -> float:
     _need(n >= 1, f"n = {n}: need >= 1")
     _need(0 <= k <= n, f"k = {k}, n = {n}: need 0 <= k <= n")
     _need(math.isfinite(s) and s >= 0, f"s = {s}: need a finite exponent >= 0")
-    weights = np.arange(1, n + 1, dtype=np.float64) ** (-float(s))
+    weights = portable_math.power(np.arange(1, n + 1, dtype=np.float64), -float(s))
     # Sum the small terms first so the tail is not lost against the head.
     total = math.fsum(weights[::-1])
     return math.fsum(weights[k:][::-1]) / total

@@ -48,6 +48,10 @@ def test_figure_is_deterministic_labelled_and_legible(fig_id, tmp_path):
             f"figure {fig_id}: x axis unlabelled"
         assert ax.get_ylabel() or len(ax.get_shared_y_axes().get_siblings(ax)) > 1, \
             f"figure {fig_id}: y axis unlabelled"
+        for axis in (ax.xaxis, ax.yaxis):  # a log axis places pixels by numpy's CPU-dependent log (issue 53)
+            if axis.get_scale() in ("log", "symlog"):
+                assert type(axis.get_transform()).__module__ == "figures._style", \
+                    f"figure {fig_id}: a {axis.get_scale()} axis without figures._style.log_scale/symlog_scale"
         labelled = [h for h in ax.get_lines() if not h.get_label().startswith("_")]
         if len(labelled) > 1:
             assert ax.get_legend() is not None or fig.legends, f"figure {fig_id}: several series and no legend"

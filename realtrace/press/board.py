@@ -140,6 +140,8 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
     import matplotlib.ticker
     from matplotlib.figure import Figure
 
+    from figures._style import symlog_scale
+
     groups = [g for g, _ in LAYER_GROUPS if any(r["group"] == g for res in runs for r in res["traces"])]
     panels = [(g, g) for g in groups] + [(None, "all traces")]
     with matplotlib.rc_context(_RC):
@@ -166,7 +168,7 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
                             label=f"exact OPT ({mode} presses)")
             ax.set_title(title)
             ax.set_xlabel("budget K (peak cache, tokens)")
-            ax.set_yscale("symlog", linthresh=0.01)  # OPT is often 0: a log axis with a linear piece at 0
+            ax.set_yscale(symlog_scale(0.01))  # OPT is often 0: a log axis with a linear piece at 0
             ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}"))
         axes[0].set_ylabel("regret (attention mass lost)")
         handles, labs = axes[-1].get_legend_handles_labels()

@@ -142,6 +142,8 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
     import matplotlib
     from matplotlib.figure import Figure
 
+    from figures._style import log_scale
+
     runs = [r for r in res["runs"] if r["kind"] != "full"]
     full = [r for r in res["runs"] if r["kind"] == "full"]
     names = list(dict.fromkeys(r["config"] for r in runs))
@@ -163,7 +165,7 @@ def figure(res: dict, out_dir: Path) -> list[Path]:
                 ax.plot(*zip(*pts), ms=3, label=name, **style)
             if full and full[0]["total"][key] is not None:
                 ax.axhline(full[0]["total"][key], color="0.5", lw=1, label="full cache")
-            ax.set_xscale("log", base=2)
+            ax.set_xscale(log_scale(base=2))
             ax.set_xticks(res["settings"]["budgets"], [str(k) for k in res["settings"]["budgets"]])
             ax.set_title(title)
             ax.set_xlabel("budget K (tokens per layer and KV head)")
