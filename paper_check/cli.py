@@ -130,60 +130,42 @@ def _out_root(args, default: Path) -> Path:
     return Path(args.out) if getattr(args, "out", None) else default
 
 
-def _build_figures(ids, profile, staging, first: int = 1, total: int | None = None) -> dict[str, list[str]]:
-    """Build figures into ``staging`` (its ``figures/``); returns id -> paths relative to the output root.  The
-    progress lines number them from ``first`` of ``total`` (default: these alone)."""
-    import time
-
-    import figures
-    from theorems.results.overlays import figure_data
-
-    from .report import progress
-
-    fig_dir = staging.path("figures/.keep").parent
-    built = {}
-    for n, fid in enumerate(ids, first):
-        t0 = time.perf_counter()
-        paths = figures.build(fid, fig_dir, data=figure_data(fid, profile))
-        built[fid] = [f"figures/{p.name}" for p in paths]
-        progress(f"[figure {n}/{total or len(ids)}] {fid}: {', '.join(p.name for p in paths)} "
-                 f"({time.perf_counter() - t0:.1f} s)")
-    return built
-
-
 def cmd_run(args) -> int:
     import figures
     from theorems.claims import CLAIMS, Context
 
     from .inputs import annotate, quality_inputs, selected
-    from .report import (REPO_ROOT, Staging, ledger_changes, progress, real_trace_section, run_claims, write_ledger,
+    from .report import (REPO_ROOT, Staging, ledger_changes, progress, real_trace_section, write_ledger,
                          write_report)
+    from .runner import run_items, usable_cores
 
     profile = _profile(args)
     selected(args.recompute, args.full)   # a bad --recompute fails before anything runs
+    jobs = args.jobs or usable_cores()
     root = _out_root(args, REPO_ROOT)
     with Staging(root, replace_dirs=["paper_check/counterexamples"]) as staging:
         progress(f"paper_check: profile {profile.name}; writing figures/ and paper_check/ under {root}")
         fig_ids, claim_ids = list(figures.FIGURES), list(CLAIMS)
+        fig_dir = staging.path("figures/.keep").parent
         with quality_inputs(claim_ids, args.full, args.recompute, staging.root) as inputs:
             # first what reads no quality input set, while those are remade; then the rest
             waiting_figs, waiting_claims = inputs.waiting_figures(fig_ids), inputs.waiting_claims(claim_ids)
             late_figs = [f for f in fig_ids if f in waiting_figs]
             late_claims = [c for c in claim_ids if c in waiting_claims]
-            n_figs, n_claims = len(fig_ids) - len(late_figs), len(claim_ids) - len(late_claims)
-            built: dict[str, list[str]] = {}
-            ctx = Context(profile, staging.dir, built, waiting=frozenset(late_figs))
+            totals = (len(fig_ids), len(claim_ids))
+            ctx = Context(profile, staging.dir, waiting=frozenset(late_figs))
             with inputs.on_one_core():
-                built.update(_build_figures([f for f in fig_ids if f not in waiting_figs], profile, staging,
-                                            total=len(fig_ids)))
-                results = run_claims([c for c in claim_ids if c not in waiting_claims], ctx, total=len(claim_ids))
+                # beside a recompute (threads that hold the other cores) the run stays one process: no fork
+                built, results = run_items([f for f in fig_ids if f not in waiting_figs],
+                                           [c for c in claim_ids if c not in waiting_claims], ctx, fig_dir,
+                                           jobs=1 if inputs.recomputing() else jobs, totals=totals)
                 real = real_trace_section(profile, staging)
             used = inputs.wait()
             ctx.waiting = frozenset()
-            built.update(_build_figures(late_figs, profile, staging, first=n_figs + 1, total=len(fig_ids)))
-            results.update(run_claims(late_claims, ctx, first=n_claims + 1, total=len(claim_ids)))
-        built = {f: built[f] for f in fig_ids}
-        results = {c: results[c] for c in claim_ids}
+            late = run_items(late_figs, late_claims, ctx, fig_dir, jobs=jobs, totals=totals,
+                             first=(len(built) + 1, len(results) + 1))
+        built = {f: {**built, **late[0]}[f] for f in fig_ids}
+        results = {c: {**results, **late[1]}[c] for c in claim_ids}
         annotate(results, used)
         changes = [] if args.write_ledger else ledger_changes(results, profile)
         write_report(staging, profile, results, built, changes, real)
@@ -214,13 +196,15 @@ DEFAULT_OUT = "paper_check_out"   # figure and claim write here (in the current 
 
 def cmd_figure(args) -> int:
     import figures
+    from theorems.claims import Context
 
     from .report import Staging
+    from .runner import run_items
 
     fid = figures.spec(args.id).fig_id
     root = _out_root(args, Path(DEFAULT_OUT))
     with Staging(root) as staging:
-        built = _build_figures([fid], _profile(args), staging)
+        built, _ = run_items([fid], [], Context(_profile(args), staging.dir), staging.path("figures/.keep").parent)
     for p in built[fid]:
         print(root / p)
     return 0
@@ -230,7 +214,8 @@ def cmd_claim(args) -> int:
     from theorems.claims import CLAIMS, Context, dumps
 
     from .inputs import annotate, quality_inputs, selected
-    from .report import Staging, claim_record, ledger_changes, run_claims
+    from .report import Staging, claim_record, ledger_changes
+    from .runner import run_items
 
     if args.id not in CLAIMS:
         raise ParameterError(f"unknown claim id {args.id!r} (see 'python -m paper_check list')")
@@ -240,7 +225,7 @@ def cmd_claim(args) -> int:
     with Staging(root) as staging:
         with quality_inputs([args.id], args.full, args.recompute, staging.root) as inputs:
             used = inputs.wait()
-            results = run_claims([args.id], Context(profile, staging.dir))
+            _, results = run_items([], [args.id], Context(profile, staging.dir), staging.dir / "figures")
         annotate(results, used)
         res = results[args.id]
     rec = claim_record(args.id, res, profile)
@@ -300,6 +285,9 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--write-ledger", action="store_true",
                    help="record this run's verdicts (and, quick profile, values) as the expected ones in "
                         "paper_check/ledger.json")
+    p.add_argument("--jobs", "-j", type=whole_number(1), default=None, metavar="N",
+                   help="processes for the figures and claims (default: the cores this process may use; 1: one "
+                        "process). The output is the same for every N")
     sub = p.add_subparsers(dest="command", parser_class=OneLineParser)
 
     ls = sub.add_parser("list", help="list the claims and figures")

@@ -218,10 +218,14 @@ class QualityInputs:
         """Those of ``fig_ids`` drawn from a set still waiting."""
         return self._readers("figures", fig_ids)
 
+    def recomputing(self) -> bool:
+        """True while the recompute runs (its threads hold cores; the run's own work then stays one process)."""
+        return self._thread.is_alive()
+
     @contextmanager
     def on_one_core(self):
         """For the block, one core of the recompute's: the run's own work beside it takes a step's place."""
-        if not self._thread.is_alive():
+        if not self.recomputing():
             yield
             return
         with _CORES:

@@ -32,7 +32,7 @@ from typing import Any, Iterable
 from kvcore.atomic import write_text
 from kvcore.errors import ParameterError
 from kvcore.numbers import is_real
-from theorems.claims import CLAIMS, ClaimResult, Context, dumps, to_jsonable
+from theorems.claims import CLAIMS, ClaimResult, dumps, to_jsonable
 from theorems.profile import Profile
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -123,19 +123,6 @@ class Staging:
 
     def discard(self) -> None:
         shutil.rmtree(self.dir, ignore_errors=True)
-
-
-def run_claims(ids: Iterable[str], ctx: Context, first: int = 1, total: int | None = None
-               ) -> dict[str, ClaimResult]:
-    """Decide the claims ``ids``; the progress lines number them from ``first`` of ``total`` (default: these)."""
-    results = {}
-    ids = list(ids)
-    for n, cid in enumerate(ids, first):
-        t0 = time.perf_counter()
-        res = CLAIMS[cid].run(ctx)
-        progress(f"[claim {n}/{total or len(ids)}] {cid}: {res.verdict} ({time.perf_counter() - t0:.1f} s)")
-        results[cid] = res
-    return results
 
 
 def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:

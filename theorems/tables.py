@@ -9,7 +9,6 @@ that figures and claims share one computation per run.
 
 from __future__ import annotations
 
-import functools
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -126,12 +125,33 @@ def evaluate(result: str, policy: Any, trace: PagingTrace | AttentionTrace, k: i
     return Row.of(result, m, workload, bound, None if bound is None else m.within(bound, bound_on), params)
 
 
-@functools.lru_cache(maxsize=None)
-def _cached(fn: Callable[..., Any], items: tuple) -> Any:
-    return fn(**dict(items))
+_TABLES: dict[tuple, Any] = {}  # (fn, sorted sizes) -> fn(**sizes), this process's and those adopted
+_MADE_HERE: list[tuple] = []  # the keys this process computed itself, in order
 
 
 def cached(fn: Callable[..., Any], **sizes: Any) -> Any:
     """``fn(**sizes)``, computed once per run: paper_check's figures and claims share one computation.  Sizes must
     be hashable (tuples, not lists)."""
-    return _cached(fn, tuple(sorted(sizes.items())))
+    key = (fn, tuple(sorted(sizes.items())))
+    if key not in _TABLES:
+        _TABLES[key] = fn(**sizes)
+        _MADE_HERE.append(key)
+    return _TABLES[key]
+
+
+def made_count() -> int:
+    """How many tables this process has computed itself (a mark for :func:`made_since`)."""
+    return len(_MADE_HERE)
+
+
+def made_since(mark: int) -> dict[tuple, Any]:
+    """The tables this process computed after ``mark`` (:func:`made_count`), key -> table.  A worker of the
+    parallel main job sends them back, so that workers forked from the parent later start with them
+    (``paper_check.runner``); ``fn`` is pickled by name, so only module-level functions are cached."""
+    return {key: _TABLES[key] for key in _MADE_HERE[mark:]}
+
+
+def adopt(tables: dict[tuple, Any]) -> None:
+    """Take tables another process computed (:func:`made_since`) as if computed here; existing ones are kept."""
+    for key, value in tables.items():
+        _TABLES.setdefault(key, value)
