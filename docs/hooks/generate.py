@@ -153,7 +153,7 @@ def commands_page() -> str:
 # family (the module under theorems/claims/ that registers the claim) -> its title and the hand-written page where
 # its results are discussed
 FAMILIES: dict[str, tuple[str, str]] = {
-    "formulas": ("Closed-form numbers (Eq. 2, 3, roofline)", "findings.md"),
+    "formulas": ("Closed-form numbers (Eq. 2, Eq. 3, the block page's formulas)", "findings.md"),
     "classic": ("Classic paging bounds (§2, §4)", "findings.md"),
     "randomized": ("Randomized policies (§4)", "findings.md"),
     "attention": ("Accumulated attention and decay (§5)", "findings.md"),
