@@ -117,6 +117,19 @@ def test_every_policy_has_its_entry():
     assert not missing_sections(page, names, "| [{name}](#")
 
 
+def test_the_policies_pages_rule_tables_name_every_registered_policy():
+    """``docs/policies.md`` keeps a hand-written rule per policy beside the generated catalogue: its two tables name
+    exactly the registered policies (``LRU / FIFO`` is one row of two)."""
+    from policies import all_policies
+
+    text = (ROOT / "docs" / "policies.md").read_text()
+    named = [n.strip() for row in re.findall(r"^\| ([^|`]+?) \| .* \|$", text, re.M) if row not in ("name", "---")
+             for n in row.split(" / ")]
+    registered = sorted(p.name for p in all_policies())
+    assert sorted(named) == registered, (f"add a row to docs/policies.md for {sorted(set(registered) - set(named))}; "
+                                         f"remove {sorted(set(named) - set(registered))}")
+
+
 def test_a_missing_entry_would_be_seen():
     """The coverage checks read what they claim to: a page without one policy's entry is reported."""
     page = pages()[generator().POLICIES_PAGE]
@@ -143,7 +156,8 @@ def test_the_readme_verdict_table_equals_the_report():
     readme = (ROOT / "README.md").read_text()
     assert len(readme.splitlines()) <= 300
     rows = {}
-    for m in re.finditer(r"^\| \[(?P<title>[^\]]+)\]\(docs/(?P<page>[\w-]+\.md)\) \|(?P<nums>[ \d|]+)\|$", readme, re.M):
+    row = re.compile(r"^\| \[(?P<title>[^\]]+)\]\(docs/(?P<page>[\w-]+\.md)\) \|(?P<nums>[ \d|]+)\|$", re.M)
+    for m in row.finditer(readme):
         rows[m["title"]] = (m["page"], [int(x) for x in m["nums"].split("|")])
     expected = {title: (page, [sum(counts[fam].values())] + [counts[fam].get(v, 0) for v in VERDICTS])
                 for fam, (title, page) in gen.FAMILIES.items() if fam in counts}

@@ -24,7 +24,8 @@ EXEMPT = (
     (r"^mkdocs build --strict\b", "built by tests/test_docs.py::test_the_site_builds_strict"),
 )
 # shell lines of code blocks: an optional VAR=value prefix or /usr/bin/time, then a program
-SHELL_LINE = re.compile(r"^(\w+=\S*\s+)*(/usr/bin/time( -v)?\s+)?(?P<cmd>(\S*/)?(python3?|pip|mkdocs|pytest|git|bash|sh)\b.*)")
+SHELL_LINE = re.compile(r"^(\w+=\S*\s+)*(/usr/bin/time( -v)?\s+)?"
+                        r"(?P<cmd>(\S*/)?(python3?|pip|mkdocs|pytest|git|bash|sh)\b.*)")
 # modules documented whose command line is not in the generated reference: a test helper, and pytest (its --help,
 # run in the repository, lists the options conftest.py adds: --runslow, --regen-golden)
 EXTRA_MODULES = {"tests.test_figure_layout": set(), "pytest": set()}

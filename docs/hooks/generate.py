@@ -76,7 +76,8 @@ COMMANDS: tuple[tuple[str, Callable[[str], object], str], ...] = (
      "the main job and every subcommand: figures, claims, simulate, fuzz, the real-model commands"),
     ("python -m verify", _command("verify.cli"), "the fuzzer on its own (the same command as `paper_check fuzz`)"),
     ("python -m figures", _command("figures.cli"), "every figure, formula-only, into a directory"),
-    ("python -m realtrace", _command("realtrace.cli"), "real attention traces: capture, report, press, study, allocate"),
+    ("python -m realtrace", _command("realtrace.cli"),
+     "real attention traces: capture, report, press, study, allocate"),
     ("python -m realtrace.quality", _command("realtrace.quality.cli"),
      "output quality (the same command as `paper_check quality`)"),
     ("python -m realtrace.press", _command("realtrace.press.cli"),
@@ -268,7 +269,8 @@ def _claim_entry(r: dict) -> list[str]:
     out.append(f"- reproduce: `python -m paper_check claim {r['id']}`")
     if r["readings"]:
         out += ["", "| reading | verdict | finding |", "|---|---|---|"]
-        out += [f"| {_cell(name)} | {_cell(v['verdict'])} | {_cell(v['finding'])} |" for name, v in r["readings"].items()]
+        out += [f"| {_cell(name)} | {_cell(v['verdict'])} | {_cell(v['finding'])} |"
+                for name, v in r["readings"].items()]
     out.append("")
     return out
 
@@ -296,7 +298,8 @@ def policies_page() -> str:
              "|---|---|---|---|---|---|---|"]
     for p in rows:
         lines.append(f"| [{p['name']}](#{slug(p['name'])}) | {', '.join(p['models'])} | {p['guarantee'] or '–'} | "
-                     f"{_yes(p['deterministic'])} | {_yes(p['weighted'])} | {_yes(p['lazy'])} | {p['signal'] or '–'} |")
+                     f"{_yes(p['deterministic'])} | {_yes(p['weighted'])} | {_yes(p['lazy'])} | "
+                     f"{p['signal'] or '–'} |")
     for p in rows:
         params = ", ".join(f"`{k}={v!r}`" for k, v in p["params"].items()) or "none"
         lines += ["", f"## {p['name']} {{#{slug(p['name'])}}}", "", _cell(p["summary"] or ""), "",
