@@ -311,7 +311,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     c.set_defaults(func=cmd_claim)
 
     s = sub.add_parser("simulate", help="simulate one policy and the exact optimum on a trace file")
-    s.add_argument("trace", help="trace file (.npy, .txt, or .npz; see README 'Trace files')")
+    s.add_argument("trace", help="trace file (.npy, .txt, or .npz; see docs/concepts.md, 'Trace files')")
     s.add_argument("--policy", required=True, help="registered policy name (case-insensitive), module:Class "
                    "importable from the current directory, or OPT / Belady")
     s.add_argument("--capacity", "-k", type=whole_number(1), required=True, help="cache size k")

@@ -2,7 +2,7 @@
 
 Every step of ``--full``'s recompute (:mod:`paper_check.inputs`) is a command -- ``python -m paper_check quality
 ...`` or ``python -c SCRIPT ...`` -- and as a new interpreter each paid about 3 s of CPU importing torch and
-transformers before its work (README, "Cost").  A host process (``python -m paper_check.step_host``) imports them
+transformers before its work (docs/performance.md).  A host process (``python -m paper_check.step_host``) imports them
 once (:data:`PRELOAD`); each step is then a child forked from it: a new process that starts with those modules in
 memory (copy on write) and runs the command as the interpreter would -- ``-m`` by :func:`runpy.run_module`, ``-c``
 by ``exec`` -- with stdin from ``/dev/null``, stdout and stderr on the step's files, and exits with the command's

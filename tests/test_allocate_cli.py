@@ -1,7 +1,7 @@
 """``paper_check allocate`` (and ``realtrace allocate``) through the real command line, and the LU-KV budget curve.
 
-The curve's format and semantics were read from kvpress' ``LUKVPress`` (``kvpress/presses/lukv_press.py``; README
-"Allocation across heads"): a float array ``[99, layers, kv_heads]`` of per-head prune ratios, row ``r - 1`` used at
+The curve's format and semantics were read from kvpress' ``LUKVPress`` (``kvpress/presses/lukv_press.py``;
+docs/budgets.md): a float array ``[99, layers, kv_heads]`` of per-head prune ratios, row ``r - 1`` used at
 global compression ratio ``r / 100``, each layer's keep counts ``(1 - p) * seq_len`` rounded so the layer keeps the
 rounded sum, at least one token per head.  :func:`kvpress_keep_counts` re-states that rule so the test can check that
 a layer whose heads were all captured keeps exactly the static allocation's slots.  With kvpress installed (the

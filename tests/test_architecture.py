@@ -1,6 +1,7 @@
-"""The dependency direction drawn in the README's architecture section, checked on the source: every import of a
-project package from another one must be an allowed edge, so the graph stays acyclic (policies know nothing of
-adversaries, adversaries drive policies only through kvcore's simulators, paper_check is the only orchestrator).
+"""The dependency direction drawn in docs/architecture.md (and, short, in the README), checked on the source: every
+import of a project package from another one must be an allowed edge, so the graph stays acyclic (policies know
+nothing of adversaries, adversaries drive policies only through kvcore's simulators, paper_check is the only
+orchestrator).
 
 An import is any ``import x`` / ``from x import y`` anywhere in a module (function bodies included) and any call
 ``import_module("x...")`` / ``__import__("x...")`` with a literal module name, so a string import cannot hide an

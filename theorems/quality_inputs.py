@@ -43,7 +43,7 @@ class QualityInput:
     steps: tuple[Step, ...]
     extras: tuple[str, ...] = ("real",)
     keep: tuple[str, ...] = ()
-    minutes: float = 0.0  # one core's minutes for its recompute in --full's order (README, Cost); costliest first
+    minutes: float = 0.0  # one core's minutes for its recompute in --full's order (docs/performance.md); costliest 1st
     figures: tuple[str, ...] = ()
 
     @property

@@ -175,7 +175,7 @@ def certified_allocation(curves: Sequence[RegretCurve], total: int, limit: int) 
     prefixes is the first ``total`` slots exactly when every head's last slot precedes every head's next one, which
     needs ``OPT_h`` at ``k_h - 1``, ``k_h`` and ``k_h + 1`` only.  Otherwise (a near tie the rounding misordered,
     or curves without stored entries) :func:`threshold_allocation` decides, reusing every value solved.  Measured on
-    SmolLM2's 90 heads (three prompts at K = 64 and 128, README "In the model: quality OPT:static"): 45.8-70.3 s of
+    SmolLM2's 90 heads (three prompts at K = 64 and 128, docs/budgets.md, "In the model"): 45.8-70.3 s of
     CPU for the threshold alone, 4.2-6.6 s this way, the same split each time."""
     from .float_curve import estimated_allocation
 

@@ -16,8 +16,8 @@ capacity enters the right-hand side linearly, and such a value is convex in the 
 optimal flows at ``h - 1`` and ``h + 1`` is feasible at ``h``); more slots never lose a schedule.  The claim
 ``regret-curve-convex`` checks both on every captured head rather than assuming them.
 
-Measured (``python -m bench``, section ``allocation``; CPU seconds on the committed set, README "Budgets across
-heads"): the curves ``OPT(1..128)`` of 12 heads of 617 steps took 32 s solved per capacity on one network, 58 s
+Measured (``python -m bench``, section ``allocation``; CPU seconds on the committed set, docs/budgets.md, "Budgets
+across heads"): the curves ``OPT(1..128)`` of 12 heads of 617 steps took 32 s solved per capacity on one network, 58 s
 incrementally and 60 s as one ``nm_opt`` per capacity -- at unit steps the few saved pivots do not pay for the
 grown network and its exact verification; across the coupled optimum's budgets (12 x 8, 32, 128 slots) the
 incremental chain took 1.25 s against 1.96 s cold.  ``RegretCurve`` therefore solves per capacity and
@@ -106,7 +106,7 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
                   ) -> Iterator[CurvePoint]:
     """The certified optimum at each capacity (increasing).  ``warm``: each capacity continues from the previous
     one's optimum (module docstring); otherwise each is solved from the empty cache on the same network with its
-    line capacity replaced.  Both are exact; which is faster depends on the steps (README, "Allocation").
+    line capacity replaced.  Both are exact; which is faster depends on the steps (docs/budgets.md).
     ``columns``: the simplex starts from the ``EXIT_COLUMNS`` heaviest exits per step and head and prices the rest
     in (:func:`kvcore.optima.nm_flow.heaviest`); ``False``: every exit from the start (the same optimum)."""
     caps = check_capacities(capacities)

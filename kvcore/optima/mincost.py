@@ -41,8 +41,8 @@ Backends
 
 Measurements (2-core machine shared with other jobs, load 5-9 throughout, so CPU seconds of the solving process
 are quoted; ``python -m bench --skip vs-lcs e2e memory startup mrc engine nm`` reports wall and CPU seconds and peak
-RSS of each optimum in its own process, and runs the pre-exact HiGHS path as ``baseline`` in the same run; README
-has one run's table):
+RSS of each optimum in its own process, and runs the pre-exact HiGHS path as ``baseline`` in the same run;
+docs/performance.md has one run's table):
 
 * What won.  The primal network simplex on the *contracted* NM network (one token node per token instead of a chain
   node per entry, :mod:`kvcore.optima.nm_flow`), nodes numbered in time order, arcs priced node by node (NM) or by

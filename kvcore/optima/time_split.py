@@ -21,7 +21,7 @@ simplex on the whole network makes pivots whose cycles follow long stretches of 
 about as ``T**1.5`` (T = 10^5: 4.6 s, T = 10^6: 173 s).  Ranges of ``leaf`` steps cost the short cycles of a small
 network, and each merge repairs one cut.  This is the classical decomposition of a problem along a separator with
 the LP warm-started from the parts' bases (e.g. Ahuja, Magnanti & Orlin, *Network Flows*, Prentice Hall 1993,
-ch. 11 on re-optimization from an advanced basis); the README's optimum section has the measured numbers
+ch. 11 on re-optimization from an advanced basis); docs/performance.md ("Exact offline optima") has the numbers
 (``python -m bench.rm_optimum``).
 
 Also measured at T = 10^6 (issue 30), not adopted: column generation, the simplex on the 697 k densest of the 908 k
