@@ -51,13 +51,16 @@ def write_text(path: str | os.PathLike, text: str) -> Path:
     return Path(path)
 
 
+FIGURE_FORMATS = ("png", "svg")  # what :func:`save_figure` writes, in this order
+
+
 def save_figure(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
     """Write a matplotlib figure as ``stem.png`` and ``stem.svg`` into ``out_dir`` (created if missing), each
     atomically and without timestamps (so the same figure gives the same bytes); returns both paths."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for fmt, metadata in (("png", PNG_METADATA), ("svg", SVG_METADATA)):
+    for fmt, metadata in zip(FIGURE_FORMATS, (PNG_METADATA, SVG_METADATA)):
         final = out / f"{stem}.{fmt}"
         with replacing(final) as tmp:
             fig.savefig(tmp, format=fmt, metadata=metadata)

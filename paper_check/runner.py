@@ -2,10 +2,12 @@
 
 Figures and claims are independent computations that share tables (:func:`theorems.tables.cached`: Fig. 8 and
 ``eq9-randomized`` read one marking table, the seed-002 figure and the block claims one block study).  With ``jobs``
-above 1 the run forks that many worker processes twice: first every figure, then every claim, each item handed to
-the next free worker (``imap_unordered``, one at a time).  A worker returns, with its result, the tables it computed
-(:func:`theorems.tables.made_since`); the parent adopts them, so the claims' workers, forked after the figures are
-done, start with every table the figures made -- the same tables a serial run computes once, computed once.
+above 1 the run forks that many worker processes and hands each the next item as it frees up (``imap_unordered``,
+one at a time; figures first, then claims, in registry order).  The workers share tables through a temporary
+directory (:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it,
+and one that needs it meanwhile waits for it -- so, as in a serial run, every table is computed once.  A claim names
+its figures' files before they are written (``ctx.figures`` holds the names every figure is written under, from the
+registry's stems and :data:`kvcore.atomic.FIGURE_FORMATS`); the run fails if a figure wrote others.
 
 The output does not depend on ``jobs``: every figure and counterexample is written by the one item that makes it,
 under the same name; results are put back in registry order; tables are pure functions of their sizes.  Progress
@@ -19,14 +21,16 @@ from __future__ import annotations
 import multiprocessing
 import os
 import signal
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kvcore.atomic import FIGURE_FORMATS
 from theorems.claims import CLAIMS, ClaimResult, Context
 from theorems.profile import Profile
-from theorems.tables import adopt, made_count, made_since
+from theorems.tables import shared_between_processes
 
 from .report import progress
 
@@ -51,20 +55,19 @@ class _Run:
 _RUN: _Run | None = None
 
 
-def _item(item: tuple[str, str]) -> tuple[str, str, Any, float, dict]:
-    """Build one figure or decide one claim: (kind, id, files or result, seconds, tables computed for it)."""
+def _item(item: tuple[str, str]) -> tuple[str, str, Any, float]:
+    """Build one figure or decide one claim: (kind, id, files or result, seconds)."""
     import figures
     from theorems.results.overlays import figure_data
 
     kind, ident = item
-    mark = made_count()
     t0 = time.perf_counter()
     if kind == "figure":
         paths = figures.build(ident, _RUN.fig_dir, data=figure_data(ident, _RUN.profile))
         value: Any = [f"figures/{p.name}" for p in paths]
     else:
         value = CLAIMS[ident].run(_RUN.ctx)
-    return kind, ident, value, time.perf_counter() - t0, made_since(mark)
+    return kind, ident, value, time.perf_counter() - t0
 
 
 def _ignore_interrupts() -> None:
@@ -72,40 +75,49 @@ def _ignore_interrupts() -> None:
 
 
 def _each(items: list[tuple[str, str]], jobs: int):
-    """Each item's outcome as it finishes: in this process when ``jobs`` is 1 (or only one item), else in ``jobs``
-    forked workers; a worker's exception is raised here."""
+    """Each item's outcome as it finishes: in this process when ``jobs`` is 1 (or there is one item), else in
+    ``jobs`` forked workers sharing their tables; a worker's exception is raised here."""
     if jobs <= 1 or len(items) <= 1:
         yield from map(_item, items)
         return
-    with multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_ignore_interrupts) as pool:
-        for out in pool.imap_unordered(_item, items, chunksize=1):
-            adopt(out[4])
-            yield out
-    # leaving the with-block terminates the workers, also when an exception or a Ctrl-C ends the loop
+    with tempfile.TemporaryDirectory(prefix="paper_check-tables-") as shared, shared_between_processes(shared), \
+            multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_ignore_interrupts) as pool:
+        yield from pool.imap_unordered(_item, items, chunksize=1)
+    # leaving the block terminates the workers, also when an exception or a Ctrl-C ends the loop
+
+
+def figure_files(fig_id: str) -> list[str]:
+    """The files figure ``fig_id`` is written to, relative to the output root."""
+    import figures
+
+    return [f"figures/{figures.spec(fig_id).stem}.{fmt}" for fmt in FIGURE_FORMATS]
 
 
 def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir: Path, *, jobs: int = 1,
               first: tuple[int, int] = (1, 1), totals: tuple[int, int] | None = None
               ) -> tuple[dict[str, list[str]], dict[str, ClaimResult]]:
-    """Build the figures, then decide the claims (which name the figures' files: ``ctx.figures`` is filled first).
-    Returns (figure id -> files relative to the output root, claim id -> result), both in the order given.  Progress
-    lines number figures and claims from ``first`` of ``totals`` (default: these alone)."""
+    """Build the figures and decide the claims.  Returns (figure id -> files relative to the output root, claim id
+    -> result), both in the order given.  Progress lines number figures and claims from ``first`` of ``totals``
+    (default: these alone)."""
     global _RUN
     if "fork" not in multiprocessing.get_all_start_methods():
         jobs = 1
     totals = totals or (len(figure_ids), len(claim_ids))
+    ctx.figures.update({f: figure_files(f) for f in figure_ids})
     _RUN = _Run(ctx.profile, fig_dir, ctx)
     built: dict[str, list[str]] = {}
     results: dict[str, ClaimResult] = {}
-    for kind, ids, start, total in (("figure", figure_ids, first[0], totals[0]),
-                                    ("claim", claim_ids, first[1], totals[1])):
-        for n, (_, ident, value, seconds, _) in enumerate(_each([(kind, i) for i in ids], jobs), start):
-            if kind == "figure":
-                built[ident] = value
-                ctx.figures[ident] = value
-                what = ", ".join(Path(p).name for p in value)
-            else:
-                results[ident] = value
-                what = value.verdict
-            progress(f"[{kind} {n}/{total}] {ident}: {what} ({seconds:.1f} s)")
+    done = {"figure": first[0], "claim": first[1]}
+    items = [("figure", f) for f in figure_ids] + [("claim", c) for c in claim_ids]
+    for kind, ident, value, seconds in _each(items, jobs):
+        if kind == "figure":
+            if value != ctx.figures[ident]:
+                raise RuntimeError(f"figure {ident} wrote {value}, not the {ctx.figures[ident]} its claims name")
+            built[ident] = value
+            what = ", ".join(Path(p).name for p in value)
+        else:
+            results[ident] = value
+            what = value.verdict
+        progress(f"[{kind} {done[kind]}/{totals[0 if kind == 'figure' else 1]}] {ident}: {what} ({seconds:.1f} s)")
+        done[kind] += 1
     return {f: built[f] for f in figure_ids}, {c: results[c] for c in claim_ids}

@@ -9,7 +9,10 @@ that figures and claims share one computation per run.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import pickle
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -125,33 +128,44 @@ def evaluate(result: str, policy: Any, trace: PagingTrace | AttentionTrace, k: i
     return Row.of(result, m, workload, bound, None if bound is None else m.within(bound, bound_on), params)
 
 
-_TABLES: dict[tuple, Any] = {}  # (fn, sorted sizes) -> fn(**sizes), this process's and those adopted
-_MADE_HERE: list[tuple] = []  # the keys this process computed itself, in order
+_TABLES: dict[tuple, Any] = {}  # (fn, sorted sizes) -> fn(**sizes), this process's
+_SHARED: Path | None = None  # the directory the processes of one parallel run share tables through
 
 
 def cached(fn: Callable[..., Any], **sizes: Any) -> Any:
     """``fn(**sizes)``, computed once per run: paper_check's figures and claims share one computation.  Sizes must
-    be hashable (tuples, not lists)."""
+    be hashable (tuples, not lists).  Inside :func:`shared_between_processes` the run's processes share them too."""
     key = (fn, tuple(sorted(sizes.items())))
     if key not in _TABLES:
-        _TABLES[key] = fn(**sizes)
-        _MADE_HERE.append(key)
+        _TABLES[key] = fn(**sizes) if _SHARED is None else _shared(fn, key[1])
     return _TABLES[key]
 
 
-def made_count() -> int:
-    """How many tables this process has computed itself (a mark for :func:`made_since`)."""
-    return len(_MADE_HERE)
+def _shared(fn: Callable[..., Any], items: tuple) -> Any:
+    """The table from the shared directory, made here first if no process has made it: under an exclusive lock per
+    table, so a second process that needs it waits for the first instead of computing it again.  A process waits
+    while holding locks only for a table that the one it is making needs, so the waits follow the tables'
+    dependencies, which have no cycle (a cycle would recurse forever in a serial run too): no deadlock."""
+    import fcntl  # Unix; a parallel run forks, so it is Unix too
+
+    name = hashlib.sha256(f"{fn.__module__}.{fn.__qualname__}{items!r}".encode()).hexdigest()
+    stored = _SHARED / f"{name}.pickle"
+    with open(_SHARED / f"{name}.lock", "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed (or its process ends)
+        if stored.exists():
+            return pickle.loads(stored.read_bytes())
+        value = fn(**dict(items))
+        stored.write_bytes(pickle.dumps(value))  # whole before the lock is released: readers take the lock first
+        return value
 
 
-def made_since(mark: int) -> dict[tuple, Any]:
-    """The tables this process computed after ``mark`` (:func:`made_count`), key -> table.  A worker of the
-    parallel main job sends them back, so that workers forked from the parent later start with them
-    (``paper_check.runner``); ``fn`` is pickled by name, so only module-level functions are cached."""
-    return {key: _TABLES[key] for key in _MADE_HERE[mark:]}
-
-
-def adopt(tables: dict[tuple, Any]) -> None:
-    """Take tables another process computed (:func:`made_since`) as if computed here; existing ones are kept."""
-    for key, value in tables.items():
-        _TABLES.setdefault(key, value)
+@contextmanager
+def shared_between_processes(directory: Path):
+    """While open, tables are shared through ``directory`` with every process forked inside the block
+    (``paper_check.runner``): each table is made by one of them.  ``fn`` must be a module-level function."""
+    global _SHARED
+    _SHARED = Path(directory)
+    try:
+        yield
+    finally:
+        _SHARED = None
