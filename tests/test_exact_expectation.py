@@ -1,6 +1,8 @@
 """Exact expected costs of randomized policies (:mod:`kvcore.exact_expectation`) against independent values.
 
 * hand-computed: Random with k = 2 on ``0 1 2 0`` pays 3 + 1/2;
+* a step of several draws (two requests forcing two evictions): a direct recursion over resident-set
+  distributions, written from Random's definition alone;
 * closed form: Marking on :func:`adversary.two_new_per_phase` pays exactly ``k + (P - 1)(2H_k - 1)``
   (the generator's docstring derives it);
 * a deterministic policy's exact expectation is its cost;
@@ -28,6 +30,37 @@ def test_random_on_a_hand_trace():
     e = expected_cost(policies.make("Random"), PagingTrace.unit([0, 1, 2, 0]), 2)
     assert e.cost == Fraction(7, 2)
     assert e.per_step == [1, 1, 1, Fraction(1, 2)]
+
+
+def random_eviction_reference(steps: list[list[int]], k: int) -> Fraction:
+    """Random's exact expected unit cost, independently of the engine: the distribution over resident sets, each
+    request of a step served in order; a miss into a full cache evicts a resident not requested in this step, each
+    with equal probability (Random's docstring: a resident, unprotected item chosen uniformly)."""
+    dist, total = {frozenset(): Fraction(1)}, Fraction(0)
+    for step in steps:
+        for item in step:
+            nxt: dict[frozenset, Fraction] = {}
+            for cache, p in dist.items():
+                if item not in cache:
+                    total += p
+                outcomes = [cache] if item in cache else [cache | {item}] if len(cache) < k else \
+                    [(cache - {x}) | {item} for x in cache if x not in step]
+                for after in outcomes:
+                    nxt[after] = nxt.get(after, Fraction(0)) + p / len(outcomes)
+            dist = nxt
+    return total
+
+
+def test_a_step_of_two_draws():
+    """k = 3, then the step [3, 4] misses twice into a full cache: two draws (3 then 2 candidates), each pair of
+    victims with probability 1/6 + 1/6; the old item left survives with probability 1/3, so the next request of 0
+    misses with probability 2/3.  The per-step values and the total agree with the independent recursion."""
+    steps = [[0], [1], [2], [3, 4], [0], [1], [2]]
+    e = expected_cost(policies.make("Random"), PagingTrace.from_steps(steps), 3)
+    assert e.per_step[3:5] == [2, Fraction(2, 3)]
+    assert e.cost == random_eviction_reference(steps, 3)
+    assert [random_eviction_reference(steps[:t + 1], 3) for t in range(len(steps))] == \
+        [sum(e.per_step[:t + 1]) for t in range(len(steps))]
 
 
 @pytest.mark.parametrize("k", [2, 3, 4])
