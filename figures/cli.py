@@ -10,7 +10,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir
 from kvcore.errors import ParameterError
 
 from .catalogue import FIGURES, build_all
@@ -19,7 +19,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", metavar="OUT_DIR", help="directory to write every figure to (PNG + SVG); not figures/ itself,"
+    p.add_argument("out", type=output_dir, metavar="OUT_DIR", help="directory to write every figure to (PNG + SVG); not figures/ itself,"
                    " which python -m paper_check writes with the measured overlays")
 
 
