@@ -399,7 +399,8 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
                f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
                + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
-               + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
+               + f"; H2O is measurably worse than it on {len(q_res['gained'])} (it separates -- better by some "
+                 f"measure, worse by none -- on {len(q_res['separates'])}): quality reading {q_verdict}, regret cases "
                  f"{regret_verdict}.")
     shifted = (f"Shifted window in the model's output not judged ({shift['finding']})."
                if shift["verdict"] == "not-checkable" else
