@@ -19,7 +19,8 @@ import pytest
 import policies
 from adversary import oblivious_k_plus_one_nm, two_new_per_phase, uniform_k_plus_one
 from kvcore.engine import run
-from kvcore.exact_expectation import NotEnumerable, expected_cost
+from kvcore.engine import RMSimulator
+from kvcore.exact_expectation import NotEnumerable, _ScriptedDraws, _state_key, expected_cost
 from kvcore.measure import mean_ci
 from kvcore.traces import PagingTrace
 from theorems.results.randomized import harmonic_exact
@@ -99,3 +100,24 @@ def test_what_cannot_be_enumerated_says_so():
         expected_cost(policies.make("OnlineMin"), uniform_k_plus_one(2, 20, seed=0), 2)
     with pytest.raises(NotEnumerable, match="reachable states"):
         expected_cost(policies.make("Random"), uniform_k_plus_one(4, 200, seed=0), 4, max_states=3)
+
+
+def test_the_scripted_draws_answer_every_value_of_the_range():
+    """``integers(low, high)`` and ``integers(low, high, endpoint=True)`` answer ``low + script[j]`` and record the
+    number of outcomes, as numpy's generator ranges are: ``high - low``, one more with the endpoint (mutants
+    survived where only ``integers(n)`` from 0 was exercised)."""
+    draws = _ScriptedDraws([0, 1, 2, 3], max_draws=8)
+    assert [draws.integers(2, 5), draws.integers(2, 5), draws.integers(2, 5, endpoint=True),
+            draws.integers(2, 5, endpoint=True)] == [2, 3, 4, 5]
+    assert draws.arities == [3, 3, 4, 4]
+    assert draws.integers(7) == 0 and draws.arities[-1] == 7  # past the script: the first outcome
+
+
+def test_the_state_key_is_every_attribute_but_the_generator():
+    """Two runs merge only if the resident set and every policy attribute but ``rng`` agree, whatever the
+    attribute's name (a mutant that kept only names sorting before "rng" survived the other tests)."""
+    sims = [RMSimulator(policies.make("Random"), 2, seed=0) for _ in range(3)]
+    sims[1].policy.zone = 1  # a name sorting after "rng"
+    sims[2].policy.rng = None  # the generator alone differs
+    assert _state_key(sims[0]) != _state_key(sims[1])
+    assert _state_key(sims[0]) == _state_key(sims[2])
