@@ -78,6 +78,37 @@ def test_the_optimum_pass_and_run_keys_change_with_every_argument():
     assert digest(closed_loop_key(**{**run, "top": 16})) != digest(closed_loop_key(**{**run, "top": 17}))
 
 
+def test_a_run_keys_parameter_values_as_json_holds_them():
+    """A parameter value JSON holds (bool, int, float, str, None) is keyed as itself, any other by its ``repr``
+    (closed_loop_key's docstring)."""
+    key = closed_loop_key(reference_key(IDENTITY, IDS), "H2O", [("recent", 4), ("decay", 0.5), ("ties", None),
+                                                               ("window", (1, 2))], 4, 0, None)
+    assert key["params"] == [["recent", 4], ["decay", 0.5], ["ties", None], ["window", "(1, 2)"]]
+
+
+def test_press_choices_found_in_the_store_are_read_not_computed(tmp_path, monkeypatch):
+    """Every (press, budget) already stored is returned from the store, counted as cached, and nothing is computed
+    (the model stand-in has no forward pass, and the model's identity is the test one)."""
+    from realtrace.quality.inputs import PromptIds
+
+    from importlib.metadata import version  # of kvpress, which press_key records (the [kvpress] extra)
+
+    from realtrace.press.registry import ratio_for_budget
+
+    monkeypatch.setattr(cache, "model_identity", lambda lm: IDENTITY)
+    prompt = PromptIds("p", "test", tuple(IDS), 4, "00" * 32)
+    store = Store(tmp_path)
+    stored = {}
+    for name, k in (("SnapKV", 2), ("TOVA", 3)):
+        stored[f"{name}@{k}"] = np.arange(6)[None, None, :].repeat(2, axis=1).astype(np.int32) + k
+        store.write("press", press_key(IDENTITY, IDS, 4, name, k, ratio_for_budget(4, k), version("kvpress")),
+                    {"drop": stored[f"{name}@{k}"]})
+    for name, k in (("SnapKV", 2), ("TOVA", 3)):
+        drops, cached = cache.press_drops(object(), prompt, [k], [name], store)
+        assert cached == 1 and list(drops) == [f"{name}@{k}"]
+        assert drops[f"{name}@{k}"].dtype == np.int64 and np.array_equal(drops[f"{name}@{k}"], stored[f"{name}@{k}"])
+
+
 def test_the_optimum_pass_and_run_keys_change_with_their_code_and_libraries(monkeypatch):
     """The code each key digests is its own list of sources (the optimum's, the pass's, the closed-loop run's), and a
     change of that code -- or of a library the optimum is computed with -- files another entry."""
