@@ -11,10 +11,11 @@ killed / (killed + survived).  ``--workers`` copies (default 2, one per core) ru
 own copy and numba cache, so the checkout itself is never mutated.
 
 The modules it is configured for are :data:`SCOPE` (``kvcore/``, ``verify/``, ``policies/``, the significance
-margin, the quality schedules, the reference cache).  The tests of a module: ``--tests FILE`` (repeatable), else every ``tests/test_*.py`` and ``theorems/test_*.py``
-naming the module's dotted name (``kvcore.optima.allocation``).  Printed: one line per module (mutations, sampled,
-killed, survived, incompetent, score, CPU-light wall seconds); ``--survivors FILE`` also writes every survivor with
-its diff as JSON, the list ``bench/mutation_survivors.md`` accounts for.
+margin, the quality schedules, the reference cache).  The tests of a module: ``--tests FILE`` (repeatable), else
+every ``tests/test_*.py`` and ``theorems/test_*.py`` naming the module's dotted name (``kvcore.optima.allocation``).
+Printed: one line per module (mutations, sampled, killed, survived, incompetent, score, wall seconds);
+``--survivors FILE`` also writes every survivor with its diff as JSON, the list ``bench/mutation_survivors.md``
+accounts for.
 """
 
 from __future__ import annotations
@@ -88,9 +89,10 @@ def _work(args: tuple) -> list[dict]:
         for m in mutations:
             t0 = time.monotonic()
             result = mutate_and_test([m], command, timeout)
+            outcome = (result.test_outcome or result.worker_outcome).value
             out.append({"operator": m.operator_name, "occurrence": m.occurrence, "line": m.start_pos[0],
-                        "definition": m.definition_name, "outcome": (result.test_outcome or result.worker_outcome).value,
-                        "diff": result.diff, "seconds": round(time.monotonic() - t0, 1)})
+                        "definition": m.definition_name, "outcome": outcome, "diff": result.diff,
+                        "seconds": round(time.monotonic() - t0, 1)})
         return out
     finally:
         os.chdir(ROOT)

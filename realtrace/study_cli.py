@@ -37,10 +37,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                        help="local Dask worker processes (default: one per core; 0 or 1 runs serially)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run on an existing Dask cluster, e.g. tcp://host:8786 (workers must see the trace paths)")
-    ap.add_argument("--out", type=output_dir, required=True, metavar="DIR", help="directory for study.json, study.md and figures")
+    ap.add_argument("--out", type=output_dir, required=True, metavar="DIR",
+                    help="directory for study.json, study.md and figures")
     ap.add_argument("--no-figures", action="store_true", help="skip the figures")
     ap.add_argument("--json", action="store_true", help="print the study as JSON instead of the Markdown tables")
-    ap.add_argument("--timings", type=output_file, default=None, metavar="FILE", help="also write the timings as JSON to FILE")
+    ap.add_argument("--timings", type=output_file, default=None, metavar="FILE",
+                    help="also write the timings as JSON to FILE")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 

@@ -42,7 +42,8 @@ def bad_paths(tmp_path, want: str) -> list[tuple[str, str]]:
     (tmp_path / "a-file").write_text("x")
     (tmp_path / "a-dir").mkdir()
     if want == "file":
-        return [("a-dir", "is a directory; a file is wanted"), ("missing/out.json", "its directory does not exist (missing)"),
+        return [("a-dir", "is a directory; a file is wanted"),
+                ("missing/out.json", "its directory does not exist (missing)"),
                 ("a-file/out.json", "a-file is not a directory")]
     return [("a-file", "exists and is not a directory"), ("a-file/sub", "a-file is not a directory")]
 

@@ -126,7 +126,8 @@ def test_the_optimum_pass_and_run_keys_change_with_their_code_and_libraries(monk
     import importlib.metadata
     real = importlib.metadata.version
     for library in cache.OPTIMUM_LIBRARIES:
-        monkeypatch.setattr(importlib.metadata, "version", lambda name, lib=library: "0.0" if name == lib else real(name))
+        monkeypatch.setattr(importlib.metadata, "version",
+                            lambda name, lib=library: "0.0" if name == lib else real(name))
         assert digest(make[cache.OPTIMUM_SOURCES]()) != before[cache.OPTIMUM_SOURCES], library
     monkeypatch.setattr(importlib.metadata, "version", real)
 

@@ -168,8 +168,8 @@ def test_the_summary_counts_h2o_worse_and_default_separating_apart():
         "positive_control": counted, "default_measurably_worse": 1, "h2o_measurably_worse": 2, "default_separates": 1}
     summary = CLAIMS["default-policy"].decide(values, expected).summary
     assert f"Default is measurably worse than H2O on 1 of {counted}" in summary
-    assert "H2O measurably worse than Default on 2 (Default separating -- better by some measure, worse by none -- on 1)" \
-        in summary
+    assert ("H2O measurably worse than Default on 2 (Default separating -- better by some measure, worse by none -- "
+            "on 1)") in summary
 
 
 def _neutral(cid: str) -> tuple[dict, dict]:
