@@ -10,20 +10,20 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir
 from kvcore.errors import ParameterError
-
-from .catalogue import FIGURES, build_all
 
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
-    p.add_argument("out", metavar="OUT_DIR", help="directory to write every figure to (PNG + SVG); not figures/ itself,"
-                   " which python -m paper_check writes with the measured overlays")
+    p.add_argument("out", type=output_dir, metavar="OUT_DIR", help="directory to write every figure to (PNG + SVG); "
+                   "not figures/ itself, which python -m paper_check writes with the measured overlays")
 
 
 def run(args: argparse.Namespace) -> int:
+    from .catalogue import FIGURES, build_all  # matplotlib: imported after the arguments are checked (1 s)
+
     out = Path(args.out)
     if out.resolve() == PACKAGE_DIR or (out / "catalogue.py").is_file():
         # the second test also covers another checkout's figures/ (an editable install elsewhere)

@@ -66,3 +66,36 @@ def save_figure(fig: Any, out_dir: str | os.PathLike, stem: str) -> list[Path]:
             fig.savefig(tmp, format=fmt, metadata=metadata)
         paths.append(final)
     return paths
+
+
+def unwritable(path: str | os.PathLike, want: str) -> str | None:
+    """Why ``path`` cannot receive the output it names -- ``want`` is ``"file"`` (written by :func:`replacing`, whose
+    temporary file goes beside it, so its directory must exist) or ``"directory"`` (created with its missing parents,
+    as :func:`save_figure` does) -- or None if it can.  Permission is :func:`os.access`'s answer for this process: as
+    root a read-only directory is writable, so only what would really fail is refused."""
+    text = os.fspath(path)
+    if not text.strip():
+        return "an empty path"
+    target = Path(text)
+    try:
+        if want == "file":
+            if target.is_dir():
+                return "is a directory; a file is wanted"
+            if target.exists() and not target.is_file():
+                return "exists and is not a regular file"
+            where = target.parent
+            if not where.exists():
+                return f"its directory does not exist ({where})"
+        else:
+            if target.exists() and not target.is_dir():
+                return "exists and is not a directory"
+            where = target.absolute()
+            while not where.exists():  # the nearest existing ancestor, where the missing ones would be made
+                where = where.parent
+        if not where.is_dir():
+            return f"{where} is not a directory"
+        if not os.access(where, os.W_OK | os.X_OK):
+            return f"{where} is not writable"
+    except OSError as exc:
+        return f"cannot be examined ({exc.strerror or exc})"
+    return None

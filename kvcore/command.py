@@ -15,7 +15,10 @@ exit   when
 =====  ==================================================================================================
 
 Outputs are the library's business and go through :mod:`kvcore.atomic` (a temporary name renamed over the target,
-a run's files staged and moved together), so an interrupted command leaves every file as it was or complete.
+a run's files staged and moved together), so an interrupted command leaves every file as it was or complete.  Every
+option naming an output is declared with the type :func:`output_file` or :func:`output_dir`, so a path that cannot be
+written (a directory where a file is wanted, a file where a directory is, a missing or unwritable directory) is a
+usage error at parsing, before the command does any work.
 
 Once a command has been interrupted, a second SIGINT (or one that a C extension delivered late) must not turn the
 exit status 130 into death by signal during interpreter shutdown: :func:`finish` ignores SIGINT before exiting.
@@ -34,9 +37,38 @@ import threading
 from dataclasses import dataclass
 from typing import Callable
 
-from .errors import KVToolkitError
+from .atomic import unwritable
+from .errors import KVToolkitError, ParameterError
 
 EXIT_OK, EXIT_FOUND, EXIT_USAGE, EXIT_INTERNAL, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+def output_file(text: str) -> str:
+    """An argparse ``type`` for an option naming a file the command writes: refused at parsing, before any work, when
+    :func:`kvcore.atomic.unwritable` says why it cannot be written (a directory, a missing or read-only directory)."""
+    return _output(text, "file")
+
+
+def output_dir(text: str) -> str:
+    """An argparse ``type`` for an option naming a directory the command writes into (created if missing): refused at
+    parsing when it is a file or its nearest existing ancestor is not a writable directory."""
+    return _output(text, "directory")
+
+
+def check_output(text: str, want: str, option: str) -> str:
+    """The same check for a path that does not come through argparse (a command's default output): a
+    :class:`~kvcore.errors.ParameterError` naming ``option``."""
+    why = unwritable(text, want)
+    if why is not None:
+        raise ParameterError(f"{option} {text}: {why}")
+    return text
+
+
+def _output(text: str, want: str) -> str:
+    why = unwritable(text, want)
+    if why is not None:
+        raise argparse.ArgumentTypeError(f"{text}: {why}")
+    return text
 
 
 class OneLineParser(argparse.ArgumentParser):

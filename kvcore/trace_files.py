@@ -11,6 +11,11 @@ Formats, chosen by the file's extension:
   ``residual`` (float, one per row).
 
 Every problem is reported as one line naming the file (and the step) through :class:`~kvcore.errors.TraceError`.
+
+:func:`load_arrays` is the one reader of every other array file a user hands in (schedules, budget curves): ``.npy``
+or ``.npz``, recognised by their first bytes, plain arrays only -- an array of Python objects would need a pickle,
+which runs code from the file, so it is refused in the toolkit's own words, never with numpy's advice to load it
+"unsafely".
 """
 
 from __future__ import annotations
@@ -23,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import replacing
-from .errors import TraceError
+from .errors import KVToolkitError, TraceError
 from .traces import INT64_MAX, AttentionTrace, PagingTrace, trace_error
 
 
@@ -64,12 +69,61 @@ def _trace_format(p: Path) -> str:
     return suffix
 
 
+NPY_MAGIC = b"\x93NUMPY"
+NPZ_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive (of .npy members)
+
+
+def _npy_header(fh) -> tuple[tuple[int, ...], np.dtype]:
+    """``(shape, dtype)`` from an open ``.npy`` stream, which is left after the header."""
+    fmt = np.lib.format
+    version = fmt.read_magic(fh)
+    header = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}.get(version)
+    if header is None:
+        raise ValueError(f".npy format version {version[0]}.{version[1]} is not read")
+    shape, _, dtype = header(fh)
+    return shape, dtype
+
+
+def load_arrays(path: str | os.PathLike, what: str,
+                error: type[KVToolkitError] = TraceError) -> np.ndarray | dict[str, np.ndarray]:
+    """The array of an ``.npy`` file, or ``{name: array}`` of an ``.npz`` archive, that a user handed in as ``what``
+    (e.g. ``"LU-KV curve"``); every problem is one ``error`` line ``WHAT PATH: why`` (module docstring): no such
+    file, a directory, neither format (by the first bytes, whatever the extension), damaged, or arrays of Python
+    objects."""
+    src = f"{what} {os.fspath(path)}"
+    try:
+        with open(path, "rb") as fh:
+            magic = fh.read(len(NPY_MAGIC))
+    except IsADirectoryError:
+        raise error(f"{src}: is a directory, not a file") from None
+    except OSError as exc:
+        raise error(f"{src}: cannot read it ({exc.strerror or exc})") from None
+    try:
+        if magic.startswith(NPZ_MAGIC):
+            with np.load(path, allow_pickle=False) as z:
+                for name in z.files:
+                    with z.zip.open(f"{name}.npy") as member:
+                        if _npy_header(member)[1].hasobject:
+                            raise error(f"{src}: array {name} holds Python objects, which are never loaded (plain "
+                                        "numeric arrays only)")
+                return {name: z[name] for name in z.files}
+        if magic == NPY_MAGIC:
+            with open(path, "rb") as fh:
+                if _npy_header(fh)[1].hasobject:
+                    raise error(f"{src}: holds Python objects, which are never loaded (plain numeric arrays only)")
+            return np.load(path, allow_pickle=False)
+    except KVToolkitError:
+        raise
+    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
+        detail = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        raise error(f"{src}: cannot read it: damaged ({detail})") from None
+    raise error(f"{src}: not an .npy or .npz array file")
+
+
 def _read_npy_ids(p: Path) -> np.ndarray:
     src = str(p)
     with open(p, "rb") as fh:  # read the header first: an object or empty array cannot (and need not) be mapped
-        fmt = np.lib.format
-        header = fmt.read_array_header_1_0 if fmt.read_magic(fh) == (1, 0) else fmt.read_array_header_2_0
-        shape, _, dtype = header(fh)
+        shape, dtype = _npy_header(fh)
     if len(shape) != 1:
         raise trace_error(src, f"a .npy paging trace must be 1-D, got shape {shape}")
     if dtype.kind not in "iu":
@@ -103,21 +157,20 @@ def _read_text_ids(p: Path) -> np.ndarray:
 
 def _load_npz(p: Path) -> PagingTrace | AttentionTrace:
     src = str(p)
-    with np.load(p, allow_pickle=False) as z:
-        keys = set(z.files)
-        kind = str(z["kind"]) if "kind" in keys else ("attention" if "indptr" in keys else "paging")
-        if kind == "paging":
-            if "items" not in keys:
-                raise trace_error(src, "paging .npz needs an 'items' array")
-            return PagingTrace(z["items"], z["costs"] if "costs" in keys else None,
-                               z["offsets"] if "offsets" in keys else None, src)
-        if kind == "attention":
-            missing = {"indptr", "indices", "weights"} - keys
-            if missing:
-                raise trace_error(src, f"attention .npz lacks array(s) {sorted(missing)}")
-            return AttentionTrace(z["indptr"], z["indices"], z["weights"],
-                                  z["residual"] if "residual" in keys else None, src)
-        raise trace_error(src, f"unknown kind {kind!r} (expected 'paging' or 'attention')")
+    z = load_arrays(p, "trace file")
+    if not isinstance(z, dict):
+        raise trace_error(src, "an .npz trace must be an .npz archive, not a single .npy array")
+    kind = str(z["kind"]) if "kind" in z else ("attention" if "indptr" in z else "paging")
+    if kind == "paging":
+        if "items" not in z:
+            raise trace_error(src, "paging .npz needs an 'items' array")
+        return PagingTrace(z["items"], z.get("costs"), z.get("offsets"), src)
+    if kind == "attention":
+        missing = {"indptr", "indices", "weights"} - set(z)
+        if missing:
+            raise trace_error(src, f"attention .npz lacks array(s) {sorted(missing)}")
+        return AttentionTrace(z["indptr"], z["indices"], z["weights"], z.get("residual"), src)
+    raise trace_error(src, f"unknown kind {kind!r} (expected 'paging' or 'attention')")
 
 
 def save_trace(trace: PagingTrace | AttentionTrace, path: str | os.PathLike) -> Path:

@@ -12,7 +12,7 @@ import math
 import sys
 from pathlib import Path
 
-from kvcore.command import Command, OneLineParser, dispatch
+from kvcore.command import Command, OneLineParser, dispatch, output_dir
 from kvcore.errors import ParameterError
 from kvcore.numbers import parse_param, whole_number
 
@@ -279,7 +279,7 @@ def _mounted_commands():
 def add_arguments(p: argparse.ArgumentParser) -> None:
     _add_profile(p)
     _add_recompute(p)
-    p.add_argument("--out", default=None, metavar="DIR",
+    p.add_argument("--out", type=output_dir, default=None, metavar="DIR",
                    help="output root, laid out like the repository: DIR/figures/ and DIR/paper_check/report.{md,json}"
                         " (default: the repository itself)")
     p.add_argument("--write-ledger", action="store_true",
@@ -295,14 +295,14 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
 
     f = sub.add_parser("figure", help="build one figure")
     f.add_argument("id", help="figure id (see 'list')")
-    f.add_argument("--out", default=None, metavar="DIR",
+    f.add_argument("--out", type=output_dir, default=None, metavar="DIR",
                    help=f"output root; the files go to DIR/figures/ (default ./{DEFAULT_OUT})")
     _add_profile(f)
     f.set_defaults(func=cmd_figure)
 
     c = sub.add_parser("claim", help="check one claim and print its details")
     c.add_argument("id", help="claim id (see 'list')")
-    c.add_argument("--out", default=None, metavar="DIR",
+    c.add_argument("--out", type=output_dir, default=None, metavar="DIR",
                    help=f"output root for counterexample files, DIR/paper_check/counterexamples/ (default "
                         f"./{DEFAULT_OUT})")
     c.add_argument("--json", action="store_true", help="print the claim's JSON record")

@@ -13,10 +13,8 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 
-from kvcore.command import Command
-from kvcore.errors import ParameterError
+from kvcore.command import Command, output_file
 from kvcore.numbers import whole_number
 
 
@@ -26,7 +24,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--total", type=whole_number(1), required=True, metavar="B",
                     help="total slots shared by all heads of the trace set")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
-    ap.add_argument("--lukv-curve", default=None, metavar="FILE",
+    ap.add_argument("--lukv-curve", type=output_file, default=None, metavar="FILE",
                     help="also write the static optimum as a kvpress LUKVPress budget curve (.npy, [99, layers, "
                          "kv_heads] prune ratios)")
 
@@ -35,8 +33,6 @@ def run(args: argparse.Namespace) -> int:
     from . import COMMITTED, COMMITTED_NAME, load_traceset
     from .allocate import allocate, check_total, format_allocation, head_curves, lukv_curve, write_lukv_curve
 
-    if args.lukv_curve is not None and not Path(args.lukv_curve).parent.resolve().is_dir():
-        raise ParameterError(f"--lukv-curve {args.lukv_curve}: its directory does not exist")
     ts = load_traceset(COMMITTED if args.traces is None else args.traces)
     if args.traces is None:
         ts.source = COMMITTED_NAME

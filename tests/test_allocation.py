@@ -88,8 +88,31 @@ def test_greedy_needs_convexity():
     assert allocation_regret(f, greedy_allocation(f, 2)) == 11 > brute_allocation(f, 2) == 3
 
 
+def test_a_curve_flat_from_two_equal_values_is_not_solved_further():
+    """RegretCurve's shortcut (its docstring): once two consecutive solved values are equal, larger capacities return
+    that value without calling the solver; :meth:`RegretCurve.solved` still solves."""
+    values = [Fraction(5), Fraction(2), Fraction(1), Fraction(1), Fraction(1)]
+    asked = []
+    curve = RegretCurve(solve=lambda k: asked.append(k) or values[min(k, 4)])
+    assert [curve(2), curve(3)] == [1, 1] and asked == [0, 2, 3]
+    assert curve(4) == 1 and curve(9) == 1 and asked == [0, 2, 3]
+    assert curve.solved(4) == 1 and asked == [0, 2, 3, 4]
+
+
+def test_the_marginal_interval_on_a_hand_example():
+    """Decreases [5, 4, 1] and [3, 2, 0] at [1, 2]: the last slots removed 5 and 2, the next ones would remove 4 and
+    0, so the interval is (2, 4) and §8's condition fails (a slot moved from head 2 to head 1 gains 4 - 2).  At the
+    optimum [2, 1] it is (3, 2)."""
+    f = as_functions([[Fraction(10), Fraction(5), Fraction(1), Fraction(0)],
+                      [Fraction(5), Fraction(2), Fraction(0), Fraction(0)]])
+    assert marginal_interval(f, [1, 2]) == (2, 4)
+    assert marginal_interval(f, [2, 1]) == (3, 2)
+    assert marginal_interval(f, [0, 0]) == (None, 5)
+
+
 def test_uniform_and_greedy_order_and_bad_budgets():
     assert uniform_allocation(3, 7) == [3, 2, 2]
+    assert uniform_allocation(2, 3) == [2, 1] and uniform_allocation(4, 7) == [2, 2, 2, 1]  # odd quotients too
     f = as_functions([[Fraction(4), Fraction(1), Fraction(0)], [Fraction(4), Fraction(2), Fraction(1)]])
     order = greedy_order(f, 4, limit=2)
     assert order == [0, 1, 0, 1] and greedy_allocation(f, 3, limit=2) == [2, 1]

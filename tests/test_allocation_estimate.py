@@ -6,7 +6,10 @@
 * the certified allocation is exactly the threshold allocation (and greedy's), on real flow curves whose dyadic
   weights tie often, at every total -- and so is the estimate itself there (dyadic sums are exact in doubles);
 * a wrong estimate is never taken: with the estimate moved by one slot the result is still the threshold
-  allocation, and an acceptance rule that skipped the check would return the wrong one (the mutant this catches).
+  allocation, and an acceptance rule that skipped the check would return the wrong one (the mutant this catches);
+  nor is one whose check reads a head's next slot one slot too far (hand-made curves, below);
+* the threshold allocation's bisection on a hand example where testing a head's decrease one index late counts a
+  slot it should not (found otherwise only by a deep hypothesis search).
 """
 
 from __future__ import annotations
@@ -20,7 +23,8 @@ from hypothesis import strategies as st
 
 from adversary.strategies import sparse_attention_traces
 from kvcore.optima import allocation, float_curve
-from kvcore.optima.allocation import RegretCurve, certified_allocation, greedy_allocation, threshold_allocation
+from kvcore.optima.allocation import (RegretCurve, allocation_regret, certified_allocation, greedy_allocation,
+                                      threshold_allocation)
 from kvcore.optima.float_curve import FloatCurve, estimated_allocation
 
 
@@ -30,6 +34,58 @@ def float_decreases(trace, n: int) -> list[float]:
     for _ in range(n - 1):
         out.append(curve.advance())
     return out
+
+
+def value_curves(decreases: list[list[int]]) -> list:
+    """Exact curves ``OPT(k)`` with the given decreases ``d(1), d(2), ...`` (flat after them)."""
+    out = []
+    for d in decreases:
+        values = [Fraction(sum(d))]
+        for x in d:
+            values.append(values[-1] - x)
+        out.append(lambda k, v=values: v[min(k, len(v) - 1)])
+    return out
+
+
+@pytest.mark.parametrize("rounds", [1, 2, 60])
+def test_the_threshold_bisection_on_a_hand_example(rounds):
+    """Decreases [1, 1] and [3, 2], limit 2, total 2: the two largest decreases are the second head's 3 and 2, so the
+    allocation is [0, 2] (regret 2 + 0).  A bisection that tests ``d(mid + 1)`` for ``d(mid)`` credits head 2 with a
+    single slot at ``lam`` in (2, 3] and hands the rest to head 1: [1, 1], regret 1 + 2 = 3."""
+    curves = value_curves([[1, 1], [3, 2]])
+    assert threshold_allocation(curves, 2, 2, rounds) == [0, 2]
+    assert allocation_regret(curves, [0, 2]) == 2 < allocation_regret(curves, [1, 1])
+
+
+def test_a_check_reading_the_next_slot_too_far_does_not_take_a_wrong_estimate(monkeypatch):
+    """Decreases [5, 4, 1] and [3, 0, 0], total 2: the allocation is [2, 0] (5 + 4 removed).  The estimate [1, 1] is
+    wrong -- head 1's next slot (4) is worth more than head 2's last (3) -- and must be refused; a check reading each
+    head's slot after next (1 and 0, both below 3) would accept it.  Curves given by values stand for stored ones
+    (the estimate is replaced, so their entries are never read)."""
+    curves = []
+    for f in value_curves([[5, 4, 1], [3, 0, 0]]):
+        curve = RegretCurve(solve=f)
+        curve.entries = "stored"
+        curves.append(curve)
+    monkeypatch.setattr(float_curve, "estimated_allocation", lambda *a: [1, 1])
+    assert certified_allocation(curves, 2, 3) == [2, 0] == greedy_allocation(curves, 2, 3)
+
+
+def test_a_right_estimate_is_taken_without_the_threshold(monkeypatch):
+    """The estimate proved right by the exact values at ``k_h - 1, k_h, k_h + 1`` is returned as it is: the
+    threshold allocation (45-70 s of CPU on the model's 90 heads) is not run."""
+    curves = []
+    for f in value_curves([[5, 4, 1], [3, 0, 0]]):
+        curve = RegretCurve(solve=f)
+        curve.entries = "stored"
+        curves.append(curve)
+    monkeypatch.setattr(float_curve, "estimated_allocation", lambda *a: [2, 0])
+
+    def refuse(*a):
+        raise AssertionError("the threshold allocation ran on a proved estimate")
+
+    monkeypatch.setattr(allocation, "threshold_allocation", refuse)
+    assert certified_allocation(curves, 2, 3) == [2, 0]
 
 
 @pytest.mark.parametrize("compiled", [True, False])
@@ -84,3 +140,4 @@ def test_curves_without_entries_use_the_threshold():
     assert certified_allocation(curves, 3, 3) == threshold_allocation(curves, 3, 3) == [2, 1]
     with pytest.raises(allocation.ParameterError, match="exceeds"):
         certified_allocation(curves, 7, 3)
+

@@ -62,7 +62,7 @@ def test_lukv_curve_errors_through_the_command_lines(argv, tmp_path):
     text = tmp_path / "text.npy"
     text.write_text("not an array")
     code, _, err = run_module("paper_check", argv[0], f"{name}={text}", *argv[1:])
-    assert is_one_line_error(code, err, f"{text}: not a readable .npy"), err
+    assert is_one_line_error(code, err, f"{text}: not an .npy or .npz array file"), err
 
 
 # ---------------------------------------------------------------------------------------------------------------------

@@ -11,8 +11,9 @@ import numpy as np
 import pytest
 
 from kvcore.errors import ParameterError
-from realtrace.quality.cache import (ENV, CorruptEntry, Store, cache_dir, default_dir, digest, press_key, read_entry,
-                                     reference_key, write_entry)
+from realtrace.quality import cache
+from realtrace.quality.cache import (ENV, CorruptEntry, Store, cache_dir, default_dir, closed_loop_key, digest,
+                                     optimum_key, pass_key, press_key, read_entry, reference_key, write_entry)
 from tests.command_line import ROOT
 
 IDENTITY = {"format": 1, "model": "SmolLM2-135M-Instruct", "weights": "Q4_1 GGUF, dequantized to float32",
@@ -43,6 +44,92 @@ def test_the_key_changes_with_the_prompt_and_every_model_version_field():
     assert digest(press) != base
     for change in ({"press": "TOVA"}, {"budget": 3}, {"ratio": 0.25}, {"kvpress": "0.5.6"}, {"n_prompt": 5}):
         assert digest({**press, **change}) != digest(press), change
+
+
+def changes_with_every_argument(make, base_args: dict, changes: dict) -> None:
+    """``make(**base_args)`` is filed under the same name when called again with equal arguments and under another
+    name when any one argument takes its changed value (each change alone)."""
+    base = digest(make(**base_args))
+    assert digest(make(**dict(base_args))) == base
+    for name, value in changes.items():
+        assert digest(make(**{**base_args, name: value})) != base, name
+
+
+def test_the_optimum_pass_and_run_keys_change_with_every_argument():
+    """Each argument of the optimum's, the pass's and the closed-loop run's key files another entry when it changes:
+    the prompt (its reference key), the optimum's variant, budget and truncation; the pass's schedule (values and
+    shape) and start row; the run's policy, parameters, budget, seed and truncation."""
+    ref, other_ref = reference_key(IDENTITY, IDS), reference_key(IDENTITY, IDS[:-1])
+    changes_with_every_argument(optimum_key, {"reference": ref, "variant": "OPT", "budget": 4, "opt_top": None},
+                                {"reference": other_ref, "variant": "OPT:static", "budget": 5, "opt_top": 8})
+    assert digest(optimum_key(ref, "OPT", 4, 8)) != digest(optimum_key(ref, "OPT", 4, 9))
+    drops = np.arange(12, dtype=np.int64).reshape(1, 2, 6)
+    changed = drops.copy()
+    changed[0, 1, 5] += 1
+    changes_with_every_argument(pass_key, {"reference": ref, "drops": drops, "start": 3},
+                                {"reference": other_ref, "drops": changed, "start": 2})
+    assert digest(pass_key(ref, drops.reshape(2, 1, 6), 3)) != digest(pass_key(ref, drops, 3))  # same bytes, shape
+    assert digest(pass_key(ref, drops.astype(np.int32), 3)) == digest(pass_key(ref, drops, 3))  # values, not dtype
+    run = {"reference": ref, "policy": "H2O", "params": [("recent", 4)], "budget": 4, "seed": 0, "top": None}
+    changes_with_every_argument(closed_loop_key, run,
+                                {"reference": other_ref, "policy": "TOVA", "params": [("recent", 5)], "budget": 5,
+                                 "seed": 1, "top": 16})
+    assert digest(closed_loop_key(**{**run, "params": [("sink", 4)]})) != digest(closed_loop_key(**run))
+    assert digest(closed_loop_key(**{**run, "top": 16})) != digest(closed_loop_key(**{**run, "top": 17}))
+
+
+def test_a_run_keys_parameter_values_as_json_holds_them():
+    """A parameter value JSON holds (bool, int, float, str, None) is keyed as itself, any other by its ``repr``
+    (closed_loop_key's docstring)."""
+    key = closed_loop_key(reference_key(IDENTITY, IDS), "H2O", [("recent", 4), ("decay", 0.5), ("ties", None),
+                                                               ("window", (1, 2))], 4, 0, None)
+    assert key["params"] == [["recent", 4], ["decay", 0.5], ["ties", None], ["window", "(1, 2)"]]
+
+
+def test_press_choices_found_in_the_store_are_read_not_computed(tmp_path, monkeypatch):
+    """Every (press, budget) already stored is returned from the store, counted as cached, and nothing is computed
+    (the model stand-in has no forward pass, and the model's identity is the test one)."""
+    from realtrace.quality.inputs import PromptIds
+
+    from importlib.metadata import version  # of kvpress, which press_key records (the [kvpress] extra)
+
+    from realtrace.press.registry import ratio_for_budget
+
+    monkeypatch.setattr(cache, "model_identity", lambda lm: IDENTITY)
+    prompt = PromptIds("p", "test", tuple(IDS), 4, "00" * 32)
+    store = Store(tmp_path)
+    stored = {}
+    for name, k in (("SnapKV", 2), ("TOVA", 3)):
+        stored[f"{name}@{k}"] = np.arange(6)[None, None, :].repeat(2, axis=1).astype(np.int32) + k
+        store.write("press", press_key(IDENTITY, IDS, 4, name, k, ratio_for_budget(4, k), version("kvpress")),
+                    {"drop": stored[f"{name}@{k}"]})
+    for name, k in (("SnapKV", 2), ("TOVA", 3)):
+        drops, cached = cache.press_drops(object(), prompt, [k], [name], store)
+        assert cached == 1 and list(drops) == [f"{name}@{k}"]
+        assert drops[f"{name}@{k}"].dtype == np.int64 and np.array_equal(drops[f"{name}@{k}"], stored[f"{name}@{k}"])
+
+
+def test_the_optimum_pass_and_run_keys_change_with_their_code_and_libraries(monkeypatch):
+    """The code each key digests is its own list of sources (the optimum's, the pass's, the closed-loop run's), and a
+    change of that code -- or of a library the optimum is computed with -- files another entry."""
+    ref = reference_key(IDENTITY, IDS)
+    make = {cache.OPTIMUM_SOURCES: lambda: optimum_key(ref, "OPT", 4, None),
+            cache.PASS_SOURCES: lambda: pass_key(ref, np.zeros((1, 1, 3), dtype=np.int64), 0),
+            cache.CLOSED_LOOP_SOURCES: lambda: closed_loop_key(ref, "H2O", [], 4, 0, None)}
+    before = {sources: digest(key()) for sources, key in make.items()}
+    for sources, key in make.items():
+        real_digest = cache.sources_digest
+        monkeypatch.setattr(cache, "sources_digest",
+                            lambda paths, s=sources: "edited" if paths == s else real_digest(paths))
+        assert digest(key()) != before[sources], sources
+        monkeypatch.setattr(cache, "sources_digest", real_digest)
+    import importlib.metadata
+    real = importlib.metadata.version
+    for library in cache.OPTIMUM_LIBRARIES:
+        monkeypatch.setattr(importlib.metadata, "version",
+                            lambda name, lib=library: "0.0" if name == lib else real(name))
+        assert digest(make[cache.OPTIMUM_SOURCES]()) != before[cache.OPTIMUM_SOURCES], library
+    monkeypatch.setattr(importlib.metadata, "version", real)
 
 
 def test_an_entry_reads_back_what_was_written_and_only_under_its_own_key(tmp_path):

@@ -53,8 +53,8 @@ def test_help_lists_every_option(module, args):
     (("--all", "-p", "recent=1"), "not with --all"),
     (("OPT", "--budget", "8", "--no-opt"), "--no-opt: OPT is asked for by name"),
     (("TOVA", "--budget", "8", "--no-cache", "--cache-dir", "/tmp"), "--cache-dir DIR or --no-cache, not both"),
-    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null"), "--cache-dir /dev/null: cannot be made a directory"),
-    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null/sub"), "--cache-dir /dev/null/sub: cannot be made"),
+    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null"), "--cache-dir: /dev/null: exists and is not a directory"),
+    (("TOVA", "--budget", "8", "--cache-dir", "/dev/null/sub"), "--cache-dir: /dev/null/sub: /dev/null is not a dir"),
 ])
 def test_bad_input_is_one_line_before_anything_loads(args, needle):
     code, out, err = run_without_real(*args)
@@ -75,8 +75,9 @@ def test_a_bad_schedule_file_is_one_line_before_anything_loads(tmp_path):
     np.savez(full, **{"drop_kv-24-12": np.full((30, 3, 50), 50, dtype=np.int64)})
     objects = tmp_path / "objects.npz"
     np.savez(objects, **{"drop_kv-24-12": np.array([None, 1], dtype=object)})
-    for path, needle in ((noise, "not an .npz archive"), (shaped, "expected (layers, KV heads, T) = (30, 3, 50)"),
-                         (full, "more than the budget 8"), (objects, "arrays of objects"),
+    for path, needle in ((noise, "not an .npy or .npz array file"),
+                         (shaped, "expected (layers, KV heads, T) = (30, 3, 50)"),
+                         (full, "more than the budget 8"), (objects, "holds Python objects"),
                          (tmp_path, "no such file")):
         code, out, err = run_without_real(f"file:{path}", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
         assert is_one_line_error(code, err, needle), (path, code, err)

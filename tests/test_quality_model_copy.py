@@ -6,6 +6,8 @@ copy is the GGUF's model: equal weights and configuration, the same tokens both 
 from __future__ import annotations
 
 import json
+import os
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -48,6 +50,19 @@ def test_a_copy_reads_back_only_under_its_own_key(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["model-x"]  # no temporary directory left
     with pytest.raises(CorruptEntry, match="stored key"):
         read_model_copy(entry, {**KEY, "torch": "2.14.0+cpu"})
+
+
+def test_the_copy_directory_has_the_mode_mkdir_gives(tmp_path):
+    """mkdtemp makes its directory 0700; the finished copy gets the mode ``os.mkdir`` gives under the same umask
+    (022 here, so that the expected mode is known: 0755)."""
+    old = os.umask(0o022)
+    try:
+        write_model_copy(tmp_path / "model-x", KEY, FakeModel())
+        (tmp_path / "made").mkdir()
+    finally:
+        os.umask(old)
+    mode = stat.S_IMODE((tmp_path / "model-x").stat().st_mode)
+    assert mode == stat.S_IMODE((tmp_path / "made").stat().st_mode) == 0o755
 
 
 def damage(entry: Path, how: str) -> None:

@@ -148,6 +148,30 @@ def test_the_decision_reads_the_quality_reading():
         assert decide(edited, entry["expected"]).verdict == want, change
 
 
+def test_the_summary_counts_h2o_worse_and_default_separating_apart():
+    """With the output neutral, one counted case where Default is better by the stream KL alone and one where it is
+    better by the answer dNLL and worse by the stream KL: H2O is measurably worse on 2, Default separates (better by
+    some measure, worse by none) on 1, is worse on 1 -- in the summary and in the recorded counts."""
+    from theorems.claims import CLAIMS
+    from theorems.claims.recommendations import _quality_counts
+
+    values, expected = _neutral("default-policy")
+    cases = values["quality_replay"]["cases"]
+    better, mixed = [n for n, c in cases.items() if c["full_cache_right"]][:2]
+    h2o = cases[better]["H2O"]
+    cases[better]["Default"]["kl_stream"] = h2o["kl_stream"] - 2 * significance.quality_margin(h2o["kl_stream"])
+    h2o = cases[mixed]["H2O"]
+    cases[mixed]["Default"]["dnll_answer"] = h2o["dnll_answer"] - 2 * significance.quality_margin(h2o["dnll_answer"])
+    cases[mixed]["Default"]["kl_stream"] = h2o["kl_stream"] + 2 * significance.quality_margin(h2o["kl_stream"])
+    counted = sum(c["full_cache_right"] for c in cases.values())
+    assert _quality_counts(values["quality_replay"], values["quality_margin"]) == {
+        "positive_control": counted, "default_measurably_worse": 1, "h2o_measurably_worse": 2, "default_separates": 1}
+    summary = CLAIMS["default-policy"].decide(values, expected).summary
+    assert f"Default is measurably worse than H2O on 1 of {counted}" in summary
+    assert ("H2O measurably worse than Default on 2 (Default separating -- better by some measure, worse by none -- "
+            "on 1)") in summary
+
+
 def _neutral(cid: str) -> tuple[dict, dict]:
     """The committed values of ``cid`` with Default's output in the replay set to H2O's (no quality loss)."""
     from paper_check.report import load_ledger

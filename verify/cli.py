@@ -15,7 +15,7 @@ import json
 import os
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir
 from kvcore.errors import ParameterError
 from kvcore.numbers import decimal, whole_number
 
@@ -45,7 +45,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="--model nm premise: chain gap and window (default 4)")
     p.add_argument("--tau", type=decimal(0.0, 1.0, open_low=True), default=None,
                    help="--model nm premise: heavy = >= tau (default 0.25)")
-    p.add_argument("--out", default=None, metavar="DIR",
+    p.add_argument("--out", type=output_dir, default=None, metavar="DIR",
                    help=f"folder for the counterexample files, created before the search (default: ./{DEFAULT_OUT}, "
                         f"created only when something is found); nothing is written unless something is found")
     p.add_argument("--json", action="store_true", help="print the report as one JSON object")

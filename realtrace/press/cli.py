@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from kvcore.command import Command
+from kvcore.command import Command, output_dir
 from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, decimal, whole_number
 
@@ -53,7 +53,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "model's capture)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
     ap.add_argument("--no-answer", action="store_true", help="skip the greedy answer check")
-    ap.add_argument("--out", default="press_report", help="with --all: the report folder (default press_report)")
+    ap.add_argument("--out", type=output_dir, default="press_report",
+                    help="with --all: the report folder (default press_report)")
     ap.add_argument("--presses", default=None,
                     help="with --all: comma-separated press names, LUKV=FILE included (default: "
                          + ",".join(ALL_PREFILL) + "; those "

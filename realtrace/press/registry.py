@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from kvcore.errors import ParameterError
+from kvcore.trace_files import load_arrays
 
 from ..model import N_KV_HEADS, N_LAYERS, MissingExtra
 
@@ -127,13 +128,11 @@ def load_lukv_curve(path: str) -> np.ndarray:
     """LU-KV's budget curve from ``path`` (an ``.npy``; :mod:`realtrace.allocate` describes the format), checked:
     shape ``[99, layers, kv_heads]`` of this model, prune fractions in ``[0, 1]``."""
     shape = (99, N_LAYERS, N_KV_HEADS)
-    try:
-        curve = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ParameterError(f"LU-KV curve {path}: not a readable .npy ({type(exc).__name__}: "
-                             f"{str(exc).splitlines()[0] if str(exc) else 'no detail'})") from None
-    if not isinstance(curve, np.ndarray) or curve.shape != shape:
-        got = list(curve.shape) if isinstance(curve, np.ndarray) else type(curve).__name__
+    curve = load_arrays(path, "LU-KV curve", ParameterError)
+    if not isinstance(curve, np.ndarray):
+        raise ParameterError(f"LU-KV curve {path}: an .npz archive; the curve is one .npy array")
+    if curve.shape != shape:
+        got = list(curve.shape)
         raise ParameterError(f"LU-KV curve {path}: shape {got}, the model needs {list(shape)} (99 ratios x "
                              f"{N_LAYERS} layers x {N_KV_HEADS} KV heads)")
     if curve.dtype.kind != "f" or not np.all((curve >= 0) & (curve <= 1)):

@@ -24,7 +24,7 @@ import argparse
 import json
 import sys
 
-from kvcore.command import Command
+from kvcore.command import Command, check_output, output_dir
 from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, parse_param, whole_number
 
@@ -83,7 +83,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--answered-only", action="store_true",
                     help="run nothing on a prompt the full cache answers wrong (the positive control, decided "
                          "first): it is still listed under 'excluded', and every mean is over the answered prompts")
-    ap.add_argument("--cache-dir", default=None, metavar="DIR",
+    ap.add_argument("--cache-dir", type=output_dir, default=None, metavar="DIR",
                     help="where the full-cache reference of each prompt (queries, keys, values, final hidden states; "
                          "~118 kB per token), the presses' choices, the optima, every open-loop pass and every "
                          "compiled closed-loop run are kept and reused across runs (default: "
@@ -97,7 +97,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--scheduler", default=None, help="address of an existing Dask scheduler (tcp://host:8786)")
     ap.add_argument("--steps", action="store_true",
                     help="also write per-row metrics and every schedule to OUT/steps/*.npz (reusable as file:PATH)")
-    ap.add_argument("--out", default=None, help=f"report folder (default with --all: {DEFAULT_OUT})")
+    ap.add_argument("--out", type=output_dir, default=None, help=f"report folder (default with --all: {DEFAULT_OUT})")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
 
 
@@ -142,7 +142,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("give --budget K (or --budgets K,K,...)")
     if args.scheduler is not None and args.workers is not None:
         raise ParameterError("give --workers N or --scheduler ADDR, not both")
-    out = args.out if args.out is not None else (DEFAULT_OUT if args.all else None)
+    out = args.out if args.out is not None else (check_output(DEFAULT_OUT, "directory", "--out") if args.all else None)
     if args.steps and out is None:
         raise ParameterError("--steps writes the schedules and per-row metrics to files: give --out DIR")
     cfgs = configs(args)

@@ -258,28 +258,22 @@ def check_schedule(drops: np.ndarray, layers: int, heads: int, T: int, where: st
     return out
 
 
-NPZ_MAGIC = b"PK\x03\x04"  # an .npz is a zip archive
 SAVED = ("a saved schedule is an .npz archive of integer arrays drop_<prompt> of shape (layers, KV heads, T), as "
          "quality --steps writes")
 
 
 def read_schedule_file(path: str) -> dict[str, np.ndarray]:
-    """The arrays of a saved schedule file, or one-line :class:`ScheduleError` (never numpy's own message about
-    pickles: nothing here loads pickled objects)."""
-    import zipfile
+    """The arrays of a saved schedule file, or one-line :class:`ScheduleError` (:func:`kvcore.trace_files.load_arrays`,
+    the reader of every array file a user hands in, with what a saved schedule is)."""
+    from kvcore.trace_files import load_arrays
 
     try:
-        with open(path, "rb") as f:
-            magic = f.read(len(NPZ_MAGIC))
-    except OSError as exc:
-        raise ScheduleError(f"{path}: cannot read it ({exc.strerror})") from None
-    if magic != NPZ_MAGIC:
-        raise ScheduleError(f"{path}: not a saved schedule (not an .npz archive; {SAVED})")
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            return {key: z[key] for key in z.files}
-    except (OSError, ValueError, EOFError, zipfile.BadZipFile):
-        raise ScheduleError(f"{path}: not a saved schedule (a damaged archive, or arrays of objects; {SAVED})") from None
+        arrays = load_arrays(path, "schedule", ScheduleError)
+    except ScheduleError as exc:
+        raise ScheduleError(f"{exc}; {SAVED}") from None
+    if not isinstance(arrays, dict):
+        raise ScheduleError(f"schedule {path}: a single .npy array, not an .npz archive; {SAVED}")
+    return arrays
 
 
 def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Sequence[str], layers: int, heads: int,

@@ -32,9 +32,10 @@ def default_policy(ctx: Context) -> Computed:
         traces = default_policy_traces(T, k, ctx.sizes["real_traces"])
         evidence["default_worse_than_h2o"] = ctx.save_counterexample(
             "default_policy_" + worse[0].replace(" ", "_").replace("=", ""), traces[worse[0]][1])
+    quality, quality_margin = section10_quality(), significance.declared_quality()
     return Computed({"workloads": by, "T": T, "k": k, "default_params": {"recent": max(1, k // 4), "n_sinks": 4},
-                     "margin": significance.declared(), "quality_replay": section10_quality(),
-                     "quality_margin": significance.declared_quality()},
+                     "margin": significance.declared(), "quality_replay": quality, "quality_margin": quality_margin,
+                     "quality_counts": _quality_counts(quality, quality_margin)},
                     {"adversarial": "safe", "benign": "gives up nothing measurable"}, evidence)
 
 
@@ -50,20 +51,44 @@ def _output_as_h2o(v: dict) -> dict:
     return edit(v, "quality_replay/cases", lambda cs: {n: dict(c, Default=dict(c["H2O"])) for n, c in cs.items()})
 
 
-def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
-    """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
-    positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
-    quality margin ``qm``, and the same of H2O against Default (Default measurably better).  Returns ``(verdict,
-    finding, {"lost": {prompt: measurements}, "gained": [prompt, ...]})``: not-checkable without a replay or a prompt
-    that passes the control, refuted when Default is measurably worse on any counted prompt, holds otherwise."""
-    if q is None:
-        return "not-checkable", f"missing input: {QUALITY_INPUT}", {"lost": {}, "gained": []}
-    counted = {n: c for n, c in q["cases"].items() if c["full_cache_right"]}
-    if not counted:
-        return "not-checkable", f"no prompt of {q['source']} passes the positive control", {"lost": {}, "gained": []}
+def _quality_comparison(q: dict | None, qm: dict) -> tuple[dict, dict, list, list]:
+    """``(counted, lost, gained, separates)`` on the committed replay ``q`` at the quality margin ``qm``: the cases
+    that pass the positive control; those where Default is measurably worse than H2O
+    (:func:`theorems.claims.significance.quality_losses`, ``{case: measurements}``); those where H2O is measurably
+    worse than Default by some measure; and of these the ones where Default separates -- measurably better by some
+    measure and worse by none (gda-validation's "separates").  A case can be in both of the first two: worse by one
+    measure each way."""
+    counted = {n: c for n, c in (q or {"cases": {}})["cases"].items() if c["full_cache_right"]}
     losses = {n: significance.quality_losses(c["Default"], c["H2O"], qm) for n, c in counted.items()}
     losses = {n: lost for n, lost in losses.items() if lost}
     gains = [n for n, c in counted.items() if significance.quality_losses(c["H2O"], c["Default"], qm)]
+    return counted, losses, gains, [n for n in gains if n not in losses]
+
+
+def _quality_counts(q: dict | None, qm: dict) -> dict | None:
+    """The counts the summary states, for the record (None when the replay is missing or no case passes the
+    control): positive-control cases, Default measurably worse than H2O, H2O measurably worse than Default, and
+    Default separating from H2O (:func:`_quality_comparison`)."""
+    counted, losses, gains, separates = _quality_comparison(q, qm)
+    if not counted:
+        return None
+    return {"positive_control": len(counted), "default_measurably_worse": len(losses),
+            "h2o_measurably_worse": len(gains), "default_separates": len(separates)}
+
+
+def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
+    """The quality reading of "gives up nothing measurable": per prompt of the committed replay ``q`` that passes the
+    positive control, :func:`theorems.claims.significance.quality_losses` of Default against H2O at the declared
+    quality margin ``qm``, and the same of H2O against Default (:func:`_quality_comparison`).  Returns ``(verdict,
+    finding, {"lost": {prompt: measurements}, "gained": [prompt, ...], "separates": [prompt, ...]})``: not-checkable
+    without a replay or a prompt that passes the control, refuted when Default is measurably worse on any counted
+    prompt, holds otherwise."""
+    counted, losses, gains, separates = _quality_comparison(q, qm)
+    none = {"lost": {}, "gained": [], "separates": []}
+    if q is None:
+        return "not-checkable", f"missing input: {QUALITY_INPUT}", none
+    if not counted:
+        return "not-checkable", f"no prompt of {q['source']} passes the positive control", none
 
     def one(n: str, c: dict) -> str:
         d, h = c["Default"], c["H2O"]
@@ -76,12 +101,12 @@ def _quality(q: dict | None, qm: dict) -> tuple[str, str, dict]:
     excluded = sorted(n for n in q["cases"] if n not in counted)
     runs = ", ".join(f"{label} at K = {n.rsplit('=', 1)[1]}" for n, label in q["configs"].items())
     finding = (f"{q['model']}, {q['mode']} loop, {runs} from {q['source']}; Default measurably worse than "
-               f"H2O on {len(losses)} of {len(counted)} positive-control prompt/budget cases, measurably better on "
-               f"{len(gains)} "
-               f"(Default/H2O): "
+               f"H2O on {len(losses)} of {len(counted)} positive-control prompt/budget cases; H2O measurably worse "
+               f"than Default on {len(gains)}, Default separating (better by some measure, worse by none) on "
+               f"{len(separates)} (Default/H2O): "
                + "; ".join(one(n, c) for n, c in counted.items())
                + (f"; excluded by the control: {', '.join(excluded)}" if excluded else ""))
-    return ("refuted" if losses else "holds"), finding, {"lost": losses, "gained": gains}
+    return ("refuted" if losses else "holds"), finding, {"lost": losses, "gained": gains, "separates": separates}
 
 
 @decides("default-policy", flips={
@@ -182,8 +207,9 @@ def default_policy_decide(v: dict, e: dict) -> Decision:
             "prompt/budget cases"
             + (" (" + "; ".join(f"{n}: {', '.join(ls)}" for n, ls in quality_lost["lost"].items()) + ")"
                if quality_lost["lost"] else "")
-            + f" and measurably better on {len(quality_lost['gained'])}; quality reading {quality_verdict}, regret "
-              f"reading {regret_verdict}.")
+            + f"; H2O measurably worse than Default on {len(quality_lost['gained'])} (Default separating -- better by "
+              f"some measure, worse by none -- on {len(quality_lost['separates'])}); quality reading "
+              f"{quality_verdict}, regret reading {regret_verdict}.")
     return Decision(
         verdict,
         f"Policy run: the Section 10 default with recency floor {v['default_params']['recent']}, "
@@ -373,7 +399,8 @@ def gda_validation_decide(v: dict, e: dict) -> Decision:
                "In the model's output on benign prompts it fails to match H2O (measurably worse at the quality "
                f"margin) on {len(q_res['lost'])} of {counted} positive-control prompt/budget cases"
                + (f" ({', '.join(q_res['lost'])})" if q_res["lost"] else "")
-               + f" and is measurably better on {len(q_res['gained'])}: quality reading {q_verdict}, regret cases "
+               + f"; H2O is measurably worse than it on {len(q_res['gained'])} (it separates -- better by some "
+                 f"measure, worse by none -- on {len(q_res['separates'])}): quality reading {q_verdict}, regret cases "
                  f"{regret_verdict}.")
     shifted = (f"Shifted window in the model's output not judged ({shift['finding']})."
                if shift["verdict"] == "not-checkable" else
