@@ -26,7 +26,7 @@ EXEMPT = (
     (r"^mkdocs build --strict\b", "built by tests/test_docs.py::test_the_site_builds_strict"),
     (r"\.\.\.|\[|\b(TRACE|DIR|OUT_DIR|NAME|FILE|TARGET|SETS|HOST|K|B|S|N)\b",
      "a template with placeholders, not a command: its options are checked against its --help"),
-    (r"^python -m paper_check\s*$|--full|--write-ledger",
+    (r"^python -m paper_check( --jobs \d+)?\s*$|--full|--write-ledger",
      "the whole main job (about a minute; --full about 17 min), or --write-ledger, which rewrites the committed "
      "ledger: its options are checked against its --help"),
     (r" (quality (?!--list-prompts)|capture |press )|^python -m realtrace (report|study)|realtrace\.quality|"
@@ -34,6 +34,8 @@ EXEMPT = (
      "needs the [real] extra and the model, and minutes of CPU (or a capture made first): run by the tests of the "
      "feature, the model ones in CI"),
     (r"^python -m bench\.rm_optimum\s*$", "about 10 minutes (its --sizes run is executed)"),
+    (r"^python -m bench\.mutation\b",
+     "minutes of CPU per module: tests/test_mutation_bench.py runs it on a small sample"),
 )
 # shell lines of code blocks: an optional VAR=value prefix or /usr/bin/time, then a program
 SHELL_LINE = re.compile(r"^(\w+=\S*\s+)*(/usr/bin/time( -v)?\s+)?"

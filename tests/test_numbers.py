@@ -67,3 +67,23 @@ def test_every_validator_takes_numpy_integers_and_refuses_bools(where):
     CALLS[where](np.int64(3))
     with pytest.raises(ParameterError, match="True"):
         CALLS[where](True)
+
+
+def test_command_line_types_accept_plain_text_and_refuse_the_rest():
+    """The argparse types of kvcore.numbers on their own (survivors of `python -m bench.mutation --module
+    kvcore/numbers.py --tests tests/test_numbers.py`: a negated range test, a negated empty-entry test)."""
+    import argparse
+
+    from kvcore.numbers import comma_list, decimal, whole_number
+
+    half = decimal(0.0, 1.0, open_low=True)
+    assert half("0.5") == 0.5 and half("1") == 1.0 and half(".25") == 0.25
+    for bad in ("0", "1.5", "nan", "1e400", "-0.1", "x"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            half(bad)
+    budgets = comma_list(whole_number(1))
+    assert budgets("128,256, 512") == (128, 256, 512) and budgets("7") == (7,)
+    for bad in ("128,,256", ",128", "128,", "0,1"):
+        with pytest.raises(argparse.ArgumentTypeError):
+            budgets(bad)
+    assert comma_list(whole_number(1), none=True)("none") == ()

@@ -89,6 +89,8 @@ COMMANDS: tuple[tuple[str, Callable[[str], object], str], ...] = (
     ("python -m bench.fuzz_power", _command("bench.fuzz_power"), "the fuzzer's power on planted flaws"),
     ("python -m bench.quality_cache", _command("bench.quality_cache"), "the quality reference cache, measured"),
     ("python -m bench.rm_optimum", _command("bench.rm_optimum"), "the RM optimum's solver against the previous one"),
+    ("python -m bench.mutation", _command("bench.mutation"),
+     "a mutation score per module (cosmic-ray's mutants, sampled; the [mutation] extra)"),
 )
 
 
