@@ -282,11 +282,12 @@ class LoadedModel:
                            "unsupported transformers version")
 
     def new_cache(self):
-        """An empty ``DynamicCache`` (the constructor takes the config in newer versions, nothing in older)."""
-        cls = self.transformers.DynamicCache
-        if "config" in inspect.signature(cls).parameters:
-            return cls(config=self.model.config)
-        return cls()
+        """An empty ``DynamicCache`` in which every layer keeps every key: given the configuration, transformers
+        would make a sliding-window layer's cache crop itself to its last ``W - 1`` keys, while the replay resumes
+        from all positions and masks the window itself (:mod:`realtrace.quality.replay`), and kvpress compresses
+        whole caches (its pipeline makes them without a configuration too).  On a model without sliding-window
+        layers the two are the same cache."""
+        return self.transformers.DynamicCache()
 
     def encode(self, text: str) -> list[int]:
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]

@@ -20,7 +20,7 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
   moment its temporary file exists.
 * ``press-<digest>.npz`` -- one per (press, budget): ``drop`` ``(30, 3, T)`` int32, the press's recorded choice
   (``360 x T`` bytes).  Separate entries, because a press's choice is the same whichever other presses share the
-  fan-out (:class:`realtrace.quality.replay.PressFanOut`), so a sweep that adds a budget or a press runs the eager
+  fan-out (:class:`realtrace.quality.prefill.PressFanOut`), so a sweep that adds a budget or a press runs the eager
   prefill only for the pairs it lacks.
 
 * ``optimum-<digest>.npz`` -- one per (optimum variant, budget, ``opt_top``): ``drop`` ``(30, 3, T)``, the lazy
@@ -99,7 +99,8 @@ from kvcore.errors import ParameterError
 
 ENV = "KV_QUALITY_CACHE"
 FORMAT = 1
-SOURCES = ("realtrace/model.py", "realtrace/quality/replay.py", "realtrace/quality/cache.py")
+SOURCES = ("realtrace/model.py", "realtrace/geometry.py", "realtrace/quality/replay.py", "realtrace/quality/prefill.py",
+           "realtrace/quality/cache.py")
 PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides what a press's choice is
 # what an optimum is computed by: the variants, the lazy schedules and the exact flows with their kernels (all of
 # kvcore: the optima import its numbers, kernels and traces)
@@ -459,7 +460,7 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
     from importlib.metadata import version
 
     from ..press.registry import build_press, load_lukv_curve, press_spec, ratio_for_budget
-    from .replay import trace_pass
+    from .prefill import trace_pass
 
     identity, kv_version = model_identity(lm), version("kvpress")
     wanted = {f"{name}@{k}": (name, k, ratio_for_budget(prompt.n_prompt, k)) for name in presses for k in budgets}

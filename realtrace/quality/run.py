@@ -5,7 +5,7 @@ complete attention rows of the full cache (issues 20, 27).
 What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its budgets on several workers,
 :mod:`realtrace.quality.groups`; tasks run serially, on a local cluster or on ``--scheduler``):
 
-1. with presses, the eager prefill (:func:`realtrace.quality.replay.trace_pass`): every bridged prefill press's
+1. with presses, the eager prefill (:func:`realtrace.quality.prefill.trace_pass`): every bridged prefill press's
    choice at every budget on the same prefill;
 2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
    the full-cache queries, keys and values every later pass resumes from, and from which the complete attention row
@@ -145,7 +145,7 @@ class _Reference:
     def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
         self.store = store = store if store is not None else Store(None)
         geo = lm.geometry
-        self.L, self.H, self.query_heads = geo.layers, geo.kv_heads, geo.query_heads
+        self.L, self.H, self.query_heads, self.windows = geo.layers, geo.kv_heads, geo.query_heads, geo.windows
         self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
         self.T = len(ids)
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
@@ -169,7 +169,7 @@ class _Reference:
         from .exact import head_rows
 
         query, key, _ = self.qkv[layer]
-        return head_rows(self.torch, query, key, g, self.scaling)
+        return head_rows(self.torch, query, key, g, self.scaling, self.windows[layer])
 
     def values(self, layer: int, g: int) -> np.ndarray:
         """The value vectors ``(T, head dim)`` of layer ``layer``, KV head ``g`` in the full cache, float64."""
