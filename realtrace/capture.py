@@ -145,10 +145,13 @@ _BLOCK_ROWS = [DEFAULT_BLOCK_ROWS]
 
 def blocked_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     """Eager attention computed ``_BLOCK_ROWS`` query rows at a time (module docstring), causal with the queries
-    at the end of the keys (prefill, or decoding with a cache).  ``attention_mask`` is not used: a capture runs one
-    unpadded sequence, and transformers builds no mask for an implementation it has no mask function for."""
+    at the end of the keys (prefill, or decoding with a cache), within the layer's sliding window when the model
+    passes one (``sliding_window`` W: query ``t`` sees keys ``i > t - W``, as transformers' own masks).
+    ``attention_mask`` is not used: a capture runs one unpadded sequence, and transformers builds no mask for an
+    implementation it has no mask function for."""
     import torch
 
+    window = kwargs.get("sliding_window")
     groups = query.shape[1] // key.shape[1]
     keys = key.repeat_interleave(groups, dim=1) if groups > 1 else key
     values = value.repeat_interleave(groups, dim=1) if groups > 1 else value
@@ -159,8 +162,9 @@ def blocked_attention(module, query, key, value, attention_mask, scaling, dropou
     for r0 in range(0, q_len, step):
         r1 = min(q_len, r0 + step)
         w = torch.matmul(query[:, :, r0:r1], keys.transpose(2, 3)) * scaling
-        future = torch.arange(n).unsqueeze(0) > (torch.arange(r0, r1) + offset).unsqueeze(1)
-        w = w.masked_fill(future, float("-inf"))
+        i, t = torch.arange(n).unsqueeze(0), (torch.arange(r0, r1) + offset).unsqueeze(1)
+        hidden = (i > t) | (i <= t - window) if window else i > t
+        w = w.masked_fill(hidden, float("-inf"))
         w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)
         out[:, :, r0:r1] = torch.matmul(w, values)
         if _SINK:

@@ -230,3 +230,31 @@ def test_cuda_without_cuda_is_one_line():
     code, out, err = run_module("paper_check", "quality", "TOVA", "--budget", "8", "--device", "cuda", "--workers",
                                 "0", "--no-cache")
     assert is_one_line_error(code, err, "--device cuda: CUDA is not available"), (code, err)
+
+
+def test_the_capture_of_a_model_directory_is_its_own_attention(tiny, tmp_path):
+    """``capture --model DIR``: every KV head's rows are the mean of its query heads' rows of the model's own
+    ``output_attentions`` (eager, with its own causal and sliding-window masks), renormalised, cut to the top 4;
+    the manifest records the model's geometry."""
+    from realtrace import load_traceset
+    from realtrace.capture import capture
+
+    arch, lm, ids = tiny
+    geo = lm.geometry
+    prompt = tmp_path / "p.txt"
+    prompt.write_text(" ".join(f"w{i}" for i in ids[:24]))
+    ts = load_traceset(capture(tmp_path / "ts", tokens=4, prompt=str(prompt), layers="all", top=4, install=False,
+                               quiet=True, model=str(lm.source.path)))
+    assert ts.meta["model"]["layers"] == geo.layers and ts.meta["model"]["kv_heads"] == geo.kv_heads
+    assert len(ts.traces) == geo.traces
+    with lm.torch.no_grad():
+        att = lm.model(lm.torch.tensor([ts.meta["tokens"]]), output_attentions=True).attentions
+    for layer in range(geo.layers):
+        for g in range(geo.kv_heads):
+            dense = att[layer][0, g * geo.group:(g + 1) * geo.group].double().mean(dim=0).numpy()
+            tr = ts.traces[f"L{layer:02d}_kv{g}"]
+            for t in range(ts.T):
+                idx, w = tr.row(t)
+                row = dense[t, : t + 1] / dense[t, : t + 1].sum()
+                assert np.allclose(w, row[idx], atol=1e-6)
+                assert w.min() >= np.sort(row)[::-1][idx.size - 1] - 1e-6
