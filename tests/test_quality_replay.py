@@ -7,6 +7,7 @@ Marked slow (``--runslow``): closed and open loop on a whole prompt, and the pos
 from __future__ import annotations
 
 import importlib.util
+import itertools
 
 import numpy as np
 import pytest
@@ -49,6 +50,9 @@ class DropDecoder:
     mask); a stored position outside it stays stored and is observed with weight 0."""
 
     NAME = "kvquality_test_drop"
+    # each decoder registers under its own name: once kvpress is imported (press tests in the same process), a
+    # name registered earlier can keep serving an earlier decoder, with another model's keys in its stores
+    COUNT = itertools.count()
 
     def __init__(self, torch, heads, rep, decide, observe=None):
         self.torch, self.heads, self.rep, self.decide, self.observe = torch, heads, rep, decide, observe
@@ -92,9 +96,10 @@ class DropDecoder:
         from realtrace.quality.replay import register
 
         register(lm.transformers)
-        lm.transformers.AttentionInterface.register(self.NAME, self)
+        name = f"{self.NAME}_{next(self.COUNT)}"
+        lm.transformers.AttentionInterface.register(name, self)
         old = lm.model.config._attn_implementation
-        lm.model.set_attn_implementation(self.NAME)
+        lm.model.set_attn_implementation(name)
         try:
             rows = []
             for t, tok in enumerate(ids):

@@ -107,7 +107,8 @@ PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides wh
 OPTIMUM_SOURCES = ("realtrace/quality/optima.py", "realtrace/quality/exact.py", "realtrace/quality/value_cost.py",
                    "realtrace/quality/schedule.py", "kvcore")
 OPTIMUM_LIBRARIES = ("numpy", "scipy", "networkx", "numba")
-PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py", "realtrace/quality/stored.py")
+PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py", "realtrace/quality/stored.py",
+                "realtrace/quality/logits.py")
 # what a compiled closed-loop run is computed by besides the pass: the policies' parameters and rules
 CLOSED_LOOP_SOURCES = (*PASS_SOURCES, "policies", "kvcore")
 META = "__key__"

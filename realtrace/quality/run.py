@@ -89,6 +89,7 @@ from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompt
 from .groups import merged_prompt, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .charges import Charges, add_charges, charged
+from .logits import LOGIT_BLOCK, FullLogp, logp_blocks
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from . import stored
 from .cache import Store, cache_dir as checked_cache_dir, full_cache, model_identity, press_drops, reference_key
@@ -97,7 +98,6 @@ from .optima import OPT
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
 
-LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
 
 
 # ---- one task: one prompt, its (budget, config) pairs ---------------------------------------------------------
@@ -156,11 +156,11 @@ class _Reference:
         self.optima_cached = self.passes_cached = self.runs_cached = 0
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full
-        self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
-        self.argmax = self.logp.argmax(axis=1)
+        self.logp = FullLogp(lm, hidden, self.T - 1, self.targets)
+        self.argmax = self.logp.argmax
         a0 = prompt.n_prompt - 1
         self.right = answer_right(self.argmax[a0:], self.targets[a0:])
-        self.nll_answer = float(-self.logp[np.arange(a0, self.T - 1), self.targets[a0:]].mean())
+        self.nll_answer = float(-self.logp.picked[a0:].mean())
 
     def rows(self, layer: int, g: int):
         """The complete head-mean attention rows ``(T, T)`` of layer ``layer``, KV head ``g`` in the full cache
@@ -180,16 +180,6 @@ class _Reference:
         from .exact import rows_trace
 
         return rows_trace(self.rows(layer, g), top, f"{self.prompt.name} L{layer:02d} kv{g}")
-
-
-def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
-    """Next-token log-probabilities (float32) of rows ``r0 .. r1-1`` in blocks; ``hidden[i]`` is row
-    ``first_row + i``."""
-    torch = lm.torch
-    for a in range(r0, r1, LOGIT_BLOCK):
-        b = min(r1, a + LOGIT_BLOCK)
-        with torch.no_grad():
-            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
 
 
 def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict
@@ -250,9 +240,9 @@ def _replayed(lm, ref: _Reference, drops: np.ndarray | None, plan, start: int) -
                                start, ref.qkv)
         error, displaced = pass_.record.error, pass_.record.displaced
     if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
-        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b, ref.targets[a:a + b.shape[0]])
+        m = StepMetrics.concat([step_metrics(ref.logp.block(a, a + b.shape[0]), b, ref.targets[a:a + b.shape[0]])
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
-                                                _logp_blocks(lm, hidden, start, T - 1, start))])
+                                                logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
     return kl, dnll, top1, argmax, error, displaced
 
