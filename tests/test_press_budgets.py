@@ -87,7 +87,7 @@ def prompt(lm):
 def fanned(lm, prompt, curve_file):
     """Every press below compresses the same prefill (the quality study's fan-out); ``name@K -> drops (L, H, T)``."""
     from realtrace.press.registry import build_press, ratio_for_budget
-    from realtrace.quality.replay import trace_pass
+    from realtrace.quality.prefill import trace_pass
 
     names = [("SnapKV", K), ("PyramidKV", K), ("PyramidKV", 64), ("CriticalKV", K), ("AdaKV", K),
              ("CriticalAdaKV", K), (f"LUKV={curve_file}", K)]

@@ -39,7 +39,7 @@ def both(a, drop, start, top=2, one_shot=False, opts=None):
     """``(complete, stored)`` evaluations of drop vector ``drop`` on rows ``a``, one optimum memo for both."""
     opts = OptCache() if opts is None else opts
     sched = HeadSchedule(np.asarray(drop, dtype=np.int64), [])
-    return tuple(evaluate("L00_kv0", 0, "kv0", tr, sched, start, one_shot, None, opts)
+    return tuple(evaluate("L00_kv0", 0, "kv0", tr, sched, start, one_shot, None, opts, layers=1)
                  for tr in (complete_trace(a, "x (complete rows)"), stored_trace(a, top, "x")))
 
 

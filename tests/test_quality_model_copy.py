@@ -104,9 +104,9 @@ def conversions(monkeypatch, tmp_path):
     gguf = tmp_path / "m.gguf"
     gguf.write_bytes(b"gguf" * 100)
     loads = []
-    monkeypatch.setattr(model, "model_path", lambda install: gguf)
+    monkeypatch.setattr(model.Registered, "gguf_path", lambda self, install: gguf)
     monkeypatch.setattr(model, "load_model", lambda **kw: loads.append(kw) or FakeModel())
-    monkeypatch.setattr(cache, "weights_identity", lambda path: {"gguf": [Path(path).name, "ab" * 32]})
+    monkeypatch.setattr(cache, "weights_identity", lambda path, source=None: {"gguf": [Path(path).name, "ab" * 32]})
     return loads
 
 

@@ -7,6 +7,7 @@ Marked slow (``--runslow``): closed and open loop on a whole prompt, and the pos
 from __future__ import annotations
 
 import importlib.util
+import itertools
 
 import numpy as np
 import pytest
@@ -42,9 +43,16 @@ class DropDecoder:
     full-cache output with the same queries, keys and values (for the attention-output error and displaced mass).
 
     ``decide(layer, head, t, stored)`` returns the positions to delete at step ``t`` (after token ``t`` was stored);
-    ``observe(layer, head, t, positions, weights)`` (optional) sees the head-mean attention over what is left."""
+    ``observe(layer, head, t, positions, weights)`` (optional) sees the head-mean attention over what is left.
+
+    On a sliding-window layer (the ``sliding_window`` the model hands its attention function) query ``t`` sees the
+    stored positions ``i > t - W`` only, and the full-cache output is over the window as well (the model's own
+    mask); a stored position outside it stays stored and is observed with weight 0."""
 
     NAME = "kvquality_test_drop"
+    # each decoder registers under its own name: once kvpress is imported (press tests in the same process), a
+    # name registered earlier can keep serving an earlier decoder, with another model's keys in its stores
+    COUNT = itertools.count()
 
     def __init__(self, torch, heads, rep, decide, observe=None):
         self.torch, self.heads, self.rep, self.decide, self.observe = torch, heads, rep, decide, observe
@@ -53,6 +61,8 @@ class DropDecoder:
 
     def __call__(self, module, query, key, value, *args, **kwargs):
         torch, layer, t = self.torch, module.layer_idx, self.t
+        window = kwargs.get("sliding_window")
+        seen = [i for i in range(t + 1) if window is None or i > t - window]
         outs = []
         for g in range(self.heads):
             k, v = key[0, g, -1], value[0, g, -1]
@@ -62,20 +72,22 @@ class DropDecoder:
             for i in self.decide(layer, g, t, sorted(kept)):
                 del kept[i]
             q = query[0, g * self.rep:(g + 1) * self.rep, 0]  # (rep, dim)
-            pos = sorted(kept)
+            pos = [i for i in sorted(kept) if i in seen]
             kk = torch.stack([kept[i][0] for i in pos])
             vv = torch.stack([kept[i][1] for i in pos])
             w = torch.softmax(q @ kk.T * module.scaling, dim=-1)
             o = w @ vv
-            kf = torch.stack([full[i][0] for i in range(t + 1)])
-            vf = torch.stack([full[i][1] for i in range(t + 1)])
+            kf = torch.stack([full[i][0] for i in seen])
+            vf = torch.stack([full[i][1] for i in seen])
             wf = torch.softmax(q @ kf.T * module.scaling, dim=-1)
             of = wf @ vf
-            gone = [i for i in range(t + 1) if i not in kept]
+            gone = [j for j, i in enumerate(seen) if i not in kept]
             self.displaced[(layer, g, t)] = float(wf[:, gone].sum(dim=1).mean()) if gone else 0.0
             self.error[(layer, g, t)] = float((o - of).norm() / of.norm())
             if self.observe is not None:
-                self.observe(layer, g, t, np.asarray(pos), w.mean(dim=0).double().numpy())
+                observed = dict(zip(pos, w.mean(dim=0).double().numpy()))
+                self.observe(layer, g, t, np.asarray(sorted(kept)), np.array([observed.get(i, 0.0)
+                                                                               for i in sorted(kept)]))
             outs.append(o)
         return torch.cat(outs, dim=0)[None, None], None
 
@@ -84,9 +96,10 @@ class DropDecoder:
         from realtrace.quality.replay import register
 
         register(lm.transformers)
-        lm.transformers.AttentionInterface.register(self.NAME, self)
+        name = f"{self.NAME}_{next(self.COUNT)}"
+        lm.transformers.AttentionInterface.register(name, self)
         old = lm.model.config._attn_implementation
-        lm.model.set_attn_implementation(self.NAME)
+        lm.model.set_attn_implementation(name)
         try:
             rows = []
             for t, tok in enumerate(ids):
@@ -361,7 +374,7 @@ def test_press_fan_out_records_what_the_press_keeps_alone(lm, press_name):
     from realtrace.press.recorder import run_press
     from realtrace.press.registry import PRESSES, build_press, ratio_for_budget
     from realtrace.press.schedule import replay as replay_record
-    from realtrace.quality.replay import trace_pass
+    from realtrace.quality.prefill import trace_pass
     from realtrace.quality.run import tokenize_prompts
 
     L, H = shape(lm)

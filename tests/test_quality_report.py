@@ -7,7 +7,9 @@ import json
 
 import numpy as np
 
-from realtrace.press.eval import LAYER_GROUPS
+from realtrace.geometry import layer_groups
+
+LAYER_GROUPS = layer_groups(30)  # the committed model's 30 layers
 from realtrace.quality.report import markdown, summary, write
 from realtrace.quality.run import LAYERED, SCALARS, aggregate, full_cache_run
 

@@ -35,13 +35,20 @@ def test_capture_help_and_options_parse_without_torch(tmp_path):
 
 
 def test_layer_spec_parsing():
-    assert cap.parse_layers("0,9, 19,29") == [0, 9, 19, 29]
-    assert cap.parse_layers("2-4,3") == [2, 3, 4]
-    assert cap.parse_layers("all") == list(range(30))
-    with pytest.raises(ParameterError, match="--layers '30'"):
-        cap.parse_layers("30")
-    with pytest.raises(ParameterError, match="'x' is not a layer"):
-        cap.parse_layers("1,x")
+    assert cap.parse_layers("0,9, 19,29", 30) == [0, 9, 19, 29]
+    assert cap.parse_layers("2-4,3", 30) == [2, 3, 4]
+    assert cap.parse_layers("all", 30) == list(range(30))
+    assert cap.parse_layers("all", 18) == list(range(18))
+    assert cap.parse_layers("all") is None and cap.parse_layers("29,40") == [29, 40]  # before the model is known
+    with pytest.raises(ParameterError, match="--layers '30'.*0..29"):
+        cap.parse_layers("30", 30)
+    with pytest.raises(ParameterError, match="--layers '18'.*0..17"):
+        cap.parse_layers("18", 18)
+    for n in (None, 30):
+        with pytest.raises(ParameterError, match="'x' is not a layer"):
+            cap.parse_layers("1,x", n)
+        with pytest.raises(ParameterError, match="--layers '-1'"):
+            cap.parse_layers("-1", n)
 
 
 def test_bad_arguments_exit_2_before_loading_anything(tmp_path, capsys):

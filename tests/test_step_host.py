@@ -113,7 +113,8 @@ def test_once_the_cache_holds_the_models_copy_each_step_starts_with_the_model(tm
     cache.mkdir()
     monkeypatch.setenv("KV_QUALITY_CACHE", str(cache))
     probe = ("import hashlib; from realtrace.quality import run; "
-             "lm = run._MODEL.get(1); print(sorted(run._MODEL)); "
+             "lm = next((m for (t, _), m in run._MODEL.items() if t == 1), None); "
+             "print(sorted(t for t, _ in run._MODEL)); "
              "print(lm and hashlib.sha256(lm.forward([1, 2, 3, 4]).logits.numpy().tobytes()).hexdigest())")
     out = tmp_path / "out.txt"
     host = StepHost(ROOT)

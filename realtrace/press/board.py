@@ -27,7 +27,8 @@ import numpy as np
 from kvcore.atomic import save_figure, write_text
 from kvcore.errors import KVToolkitError
 
-from .eval import LAYER_GROUPS, OptCache
+from ..geometry import GROUPS
+from .eval import OptCache
 from .registry import ALL_DECODING, ALL_PREFILL, DEFAULT_INTERVAL
 from .run import press_traceset
 
@@ -84,7 +85,7 @@ def _label(res: dict) -> str:
 
 
 def run_all(traces=None, ratios=RATIOS, decoding_budgets=DECODING_BUDGETS, prefill=ALL_PREFILL,
-            decoding=ALL_DECODING, threads: int = 1, say=None, rows: str = "complete") -> list[dict]:
+            decoding=ALL_DECODING, threads: int = 1, say=None, rows: str = "complete", model=None) -> list[dict]:
     """Every press at every budget (one model load per attention implementation, one full-cache pass for the
     complete rows, one optimum per trace/budget), charged on ``rows``."""
     opts = OptCache()
@@ -93,7 +94,7 @@ def run_all(traces=None, ratios=RATIOS, decoding_budgets=DECODING_BUDGETS, prefi
     jobs += [(n, dict(budget=b, decoding=True, interval=DEFAULT_INTERVAL)) for n in decoding for b in decoding_budgets]
     for i, (name, kw) in enumerate(jobs):
         t0 = time.monotonic()
-        res = press_traceset(name, traces, opts=opts, threads=threads, say=say, rows=rows, **kw)
+        res = press_traceset(name, traces, opts=opts, threads=threads, say=say, rows=rows, model=model, **kw)
         if say is not None:
             say(f"[{i + 1}/{len(jobs)}] {_label(res)} {kw}: regret {res['total']['press']:.3f}, "
                 f"OPT {res['total']['opt']:.3f} ({time.monotonic() - t0:.0f} s)")
@@ -142,7 +143,7 @@ def figure(runs: list[dict], out_dir: Path) -> list[Path]:
 
     from figures._style import symlog_scale
 
-    groups = [g for g, _ in LAYER_GROUPS if any(r["group"] == g for res in runs for r in res["traces"])]
+    groups = [g for g in GROUPS if any(r["group"] == g for res in runs for r in res["traces"])]
     panels = [(g, g) for g in groups] + [(None, "all traces")]
     with matplotlib.rc_context(_RC):
         fig = Figure(figsize=(3.4 * len(panels), 3.8))

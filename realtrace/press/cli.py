@@ -24,6 +24,7 @@ from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, decimal, whole_number
 
 from .registry import ALL_DECODING, ALL_PREFILL, DEFAULT_INTERVAL, PRESSES, press_spec
+from ..model import add_model_arguments, resolve_model
 from .rows import ROW_KINDS
 
 
@@ -63,6 +64,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="with --all: prefill compression ratios")
     ap.add_argument("--decoding-budgets", type=comma_list(whole_number(1), none=True), default="64,128",
                     help="with --all: DecodingPress sizes ('none' for no decoding runs)")
+    add_model_arguments(ap)
     ap.add_argument("--threads", type=whole_number(1), default=1,
                     help="torch threads (default 1: a press run is mostly one-token steps, which a second thread "
                          "slows down on a busy machine)")
@@ -71,6 +73,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     """Run a parsed press command (module docstring); exit status 0."""
     say = (lambda msg: sys.stderr.write(msg + "\n"))
+    model = resolve_model(args.model, args.device)
     if args.all:
         if args.name is not None:
             raise ParameterError("give a press NAME or --all, not both")
@@ -81,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
         board = leaderboard(args.traces, Path(args.out), threads=args.threads, say=say,
                             ratios=args.ratios, decoding_budgets=args.decoding_budgets,
                             prefill=tuple(names), decoding=tuple(n for n in names if n in ALL_DECODING),
-                            rows=args.rows)
+                            rows=args.rows, model=model)
         sys.stdout.write(json.dumps(board["summary"], indent=1) + "\n" if args.json else board["markdown"] + "\n")
         return 0
     if args.name is None:
@@ -90,7 +93,8 @@ def run(args: argparse.Namespace) -> int:
     from .run import press_traceset
 
     res = press_traceset(args.name, args.traces, args.ratio, args.budget, args.decoding, args.interval,
-                         args.prefill, not args.no_answer, threads=args.threads, say=say, rows=args.rows)
+                         args.prefill, not args.no_answer, threads=args.threads, say=say, rows=args.rows,
+                         model=model)
     sys.stdout.write((json.dumps(res, indent=1) if args.json else format_result(res)) + "\n")
     return 0
 

@@ -37,16 +37,15 @@ import numpy as np
 from kvcore.errors import ParameterError
 from kvcore.traces import AttentionTrace
 
+from ..geometry import layer_groups
 from .schedule import HeadSchedule
 
-LAYER_GROUPS = (("early", range(0, 10)), ("middle", range(10, 20)), ("late", range(20, 30)))
-
-
-def layer_group(layer: int) -> str:
-    for name, rng in LAYER_GROUPS:
+def layer_group(layer: int, layers: int) -> str:
+    """The group of ``layer`` among a model's ``layers`` (:func:`realtrace.geometry.layer_groups`: thirds)."""
+    for name, rng in layer_groups(layers):
         if layer in rng:
             return name
-    raise ParameterError(f"layer {layer}: not in 0..29")
+    raise ParameterError(f"layer {layer}: not in 0..{layers - 1}")
 
 
 def _rows(trace: AttentionTrace) -> np.ndarray:
@@ -101,6 +100,7 @@ class TraceEval:
     toolkit_policy: str | None
     charged_mass: float
     unattributed: float
+    group: str
 
     @property
     def gap(self) -> float:
@@ -108,7 +108,7 @@ class TraceEval:
         return self.press - self.opt
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "gap": self.gap, "group": layer_group(self.layer)}
+        return {**asdict(self), "gap": self.gap}
 
 
 class OptCache:
@@ -138,8 +138,8 @@ def toolkit_regret(trace: AttentionTrace, policy: str, params: dict, budget: int
 
 
 def evaluate(name: str, layer: int, head: str, trace: AttentionTrace, sched: HeadSchedule, start: int,
-             one_shot: bool, toolkit: tuple[str, dict] | None, opts: OptCache) -> TraceEval:
-    """Everything in the module docstring for one trace."""
+             one_shot: bool, toolkit: tuple[str, dict] | None, opts: OptCache, layers: int) -> TraceEval:
+    """Everything in the module docstring for one trace (``layers``: the model's, for the layer group)."""
     if sched.drop.size != trace.T:
         raise ParameterError(f"{name}: the press run covers {sched.drop.size} positions, the trace {trace.T}")
     if start >= trace.T:
@@ -155,4 +155,4 @@ def evaluate(name: str, layer: int, head: str, trace: AttentionTrace, sched: Hea
         best_one_shot(trace, start, n_kept) if one_shot else None,
         toolkit_regret(trace, toolkit[0], toolkit[1], budget, start) if toolkit else None,
         toolkit[0] if toolkit else None,
-        float(trace.weights[rows >= start].sum()), float(trace.residual[start:].sum()))
+        float(trace.weights[rows >= start].sum()), float(trace.residual[start:].sum()), layer_group(layer, layers))

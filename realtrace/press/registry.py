@@ -22,7 +22,7 @@ import numpy as np
 from kvcore.errors import ParameterError
 from kvcore.trace_files import load_arrays
 
-from ..model import N_KV_HEADS, N_LAYERS, MissingExtra
+from ..model import MissingExtra
 
 
 @dataclass(frozen=True)
@@ -124,17 +124,18 @@ def press_spec(name: str) -> PressSpec:
     return replace(spec, curve=path)
 
 
-def load_lukv_curve(path: str) -> np.ndarray:
+def load_lukv_curve(path: str, layers_heads: tuple[int, int] | None = None) -> np.ndarray:
     """LU-KV's budget curve from ``path`` (an ``.npy``; :mod:`realtrace.allocate` describes the format), checked:
-    shape ``[99, layers, kv_heads]`` of this model, prune fractions in ``[0, 1]``."""
-    shape = (99, N_LAYERS, N_KV_HEADS)
+    shape ``[99, layers, kv_heads]`` -- the model's ``layers_heads`` when given, any layers and KV heads before the
+    model is known --, prune fractions in ``[0, 1]``."""
+    shape = None if layers_heads is None else (99, *layers_heads)
     curve = load_arrays(path, "LU-KV curve", ParameterError)
     if not isinstance(curve, np.ndarray):
         raise ParameterError(f"LU-KV curve {path}: an .npz archive; the curve is one .npy array")
-    if curve.shape != shape:
-        got = list(curve.shape)
-        raise ParameterError(f"LU-KV curve {path}: shape {got}, the model needs {list(shape)} (99 ratios x "
-                             f"{N_LAYERS} layers x {N_KV_HEADS} KV heads)")
+    if curve.shape != shape if shape else curve.ndim != 3 or len(curve) != 99:
+        need = list(shape) if shape else "[99, layers, kv_heads]"
+        raise ParameterError(f"LU-KV curve {path}: shape {list(curve.shape)}, the model needs {need} (99 ratios x "
+                             "its layers x its KV heads)")
     if curve.dtype.kind != "f" or not np.all((curve >= 0) & (curve <= 1)):
         raise ParameterError(f"LU-KV curve {path}: entries must be prune fractions in [0, 1] (dtype {curve.dtype})")
     return curve

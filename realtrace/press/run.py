@@ -32,21 +32,37 @@ from importlib.metadata import version
 from kvcore.errors import KVToolkitError, ParameterError
 
 from ..traceset import TraceSet, load_traceset
-from .eval import LAYER_GROUPS, OptCache, evaluate
-from .registry import DEFAULT_INTERVAL, build_press, import_kvpress, press_spec, ratio_for_budget
+from ..geometry import GROUPS
+from .eval import OptCache, evaluate
+from .registry import DEFAULT_INTERVAL, build_press, import_kvpress, load_lukv_curve, press_spec, ratio_for_budget
 from .rows import charged_note, complete_traces
 from .schedule import replay
 
 _MODELS: dict[str, object] = {}
 
 
-def get_model(attention: str, threads: int = 1, say=None):
-    """One loaded model per attention implementation for the whole process (a leaderboard loads it once)."""
-    if attention not in _MODELS:
-        from ..model import load_model
+def get_model(attention: str, threads: int = 1, say=None, model=None):
+    """One loaded model per model and attention implementation for the whole process (a leaderboard loads it
+    once); ``model``: a ``--model`` value or :class:`realtrace.model.ModelSource` (default SmolLM2)."""
+    from ..model import load_model, resolve_model
 
-        _MODELS[attention] = load_model(install=True, threads=threads, attention=attention, say=say)
-    return _MODELS[attention]
+    source = resolve_model(model)
+    if (source, attention) not in _MODELS:
+        _MODELS[source, attention] = load_model(install=True, threads=threads, attention=attention, say=say,
+                                                model=source)
+    return _MODELS[source, attention]
+
+
+def check_traceset_model(ts: TraceSet, lm) -> None:
+    """The trace set must have been captured with the model about to run (its manifest's SHA-256 of the weights):
+    a press replays the capture's tokens through the capture's model, else it charges another model's rows."""
+    from ..model import weights_digest
+
+    want = ts.meta.get("model", {}).get("sha256")
+    path = lm.gguf or lm.source.path
+    if want is not None and want != weights_digest(path):
+        raise ParameterError(f"{ts.source}: captured with {ts.meta['model'].get('name')} (weights {want[:12]}...), "
+                             f"not with --model {lm.source.spec} ({path.name}); give that model's --model")
 
 
 @dataclass
@@ -97,10 +113,11 @@ def _totals(rows: list[dict]) -> dict:
 def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None, ratio: float | None = None,
                    budget: int | None = None, decoding: bool = False, interval: int = DEFAULT_INTERVAL,
                    prefill: int | None = None, answer: bool = True, opts: OptCache | None = None,
-                   threads: int = 1, say=None, rows: str = "complete") -> dict:
+                   threads: int = 1, say=None, rows: str = "complete", model=None) -> dict:
     """Run press ``name`` on trace set ``traces`` (default: the committed one) and evaluate it on every trace
     (module docstring), charged on ``rows`` (``complete`` or ``stored``, :mod:`realtrace.press.rows`).  Exactly one
-    of ``ratio`` / ``budget``.  Returns a JSON-ready dict."""
+    of ``ratio`` / ``budget``; ``model``: the model it runs in (``--model``; the trace set's own, checked by
+    :func:`check_traceset_model`).  Returns a JSON-ready dict."""
     from .. import COMMITTED
 
     spec = press_spec(name)
@@ -134,8 +151,12 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
         press_ratio = ratio_for_budget(n_prompt, budget) if budget is not None else ratio
     from .recorder import run_press
 
+    if spec.curve is not None:  # its shape against the layers and KV heads of the model that made the trace set
+        recorded = ts.meta.get("model", {})
+        load_lukv_curve(spec.curve, (recorded.get("layers"), recorded.get("kv_heads")))
     import_kvpress()  # before the model: a missing extra is named in one line
-    lm = get_model("sdpa" if spec.headwise or spec.sdpa else "eager", threads, say)
+    lm = get_model("sdpa" if spec.headwise or spec.sdpa else "eager", threads, say, model)
+    check_traceset_model(ts, lm)
     press = build_press(spec, press_ratio, decoding, interval, budget)
     cpu0 = time.process_time()
     record, model_seconds, press_answer = run_press(lm, press, ids, start, n_prompt if answer else None,
@@ -151,7 +172,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
         layer, head = ts.layers[tname], ts.heads[tname]
         sched = replay(record, layer, int(head[2:]))
         ev = evaluate(tname, layer, head, charged[tname], sched, start, one_shot=not decoding,
-                      toolkit=spec.toolkit, opts=opts)
+                      toolkit=spec.toolkit, opts=opts, layers=lm.geometry.layers)
         if ev.press < ev.opt - ev.opt_gap_bound - 1e-9:
             raise KVToolkitError(f"{tname}: press regret {ev.press} below the exact optimum {ev.opt}: a bridge bug")
         evals.append(ev.as_dict())
@@ -161,7 +182,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
         check = answer_check(lm, ids[:n_prompt], press_answer, ts.meta.get("capture", {}).get("prompt")).as_dict()
     import transformers
 
-    groups = {g: _totals([r for r in evals if r["group"] == g]) for g, _ in LAYER_GROUPS
+    groups = {g: _totals([r for r in evals if r["group"] == g]) for g in GROUPS
               if any(r["group"] == g for r in evals)}
     return {
         "press": spec.name, "kvpress_class": spec.cls if not decoding else f"DecodingPress({spec.cls})",

@@ -20,7 +20,7 @@ What an entry holds (one ``.npz`` file, written uncompressed: float32 activation
   moment its temporary file exists.
 * ``press-<digest>.npz`` -- one per (press, budget): ``drop`` ``(30, 3, T)`` int32, the press's recorded choice
   (``360 x T`` bytes).  Separate entries, because a press's choice is the same whichever other presses share the
-  fan-out (:class:`realtrace.quality.replay.PressFanOut`), so a sweep that adds a budget or a press runs the eager
+  fan-out (:class:`realtrace.quality.prefill.PressFanOut`), so a sweep that adds a budget or a press runs the eager
   prefill only for the pairs it lacks.
 
 * ``optimum-<digest>.npz`` -- one per (optimum variant, budget, ``opt_top``): ``drop`` ``(30, 3, T)``, the lazy
@@ -99,14 +99,16 @@ from kvcore.errors import ParameterError
 
 ENV = "KV_QUALITY_CACHE"
 FORMAT = 1
-SOURCES = ("realtrace/model.py", "realtrace/quality/replay.py", "realtrace/quality/cache.py")
+SOURCES = ("realtrace/model.py", "realtrace/geometry.py", "realtrace/quality/replay.py", "realtrace/quality/prefill.py",
+           "realtrace/quality/cache.py")
 PRESS_SOURCES = "realtrace/press"  # every module of the press bridge decides what a press's choice is
 # what an optimum is computed by: the variants, the lazy schedules and the exact flows with their kernels (all of
 # kvcore: the optima import its numbers, kernels and traces)
 OPTIMUM_SOURCES = ("realtrace/quality/optima.py", "realtrace/quality/exact.py", "realtrace/quality/value_cost.py",
                    "realtrace/quality/schedule.py", "kvcore")
 OPTIMUM_LIBRARIES = ("numpy", "scipy", "networkx", "numba")
-PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py", "realtrace/quality/stored.py")
+PASS_SOURCES = ("realtrace/quality/run.py", "realtrace/quality/metrics.py", "realtrace/quality/stored.py",
+                "realtrace/quality/logits.py")
 # what a compiled closed-loop run is computed by besides the pass: the policies' parameters and rules
 CLOSED_LOOP_SOURCES = (*PASS_SOURCES, "policies", "kvcore")
 META = "__key__"
@@ -238,16 +240,19 @@ class Store:
         self.write(kind, key, arrays)
         return arrays, "computed" if self.directory is not None else "off"
 
-    def model_copy(self, install: bool = False, say=None, make: bool = True) -> Path | None:
-        """The directory of the model's de-quantized copy in the store (module docstring), made from the GGUF file
-        first when it is missing or fails its check; ``None`` without a directory, or when the copy cannot be
-        written (one warning line; the caller reads the GGUF).  ``make=False``: only a copy already there that
-        passes its check, ``None`` otherwise (nothing made, removed or warned)."""
-        if self.directory is None:
-            return None
-        from ..model import load_model, model_path
+    def model_copy(self, install: bool = False, say=None, make: bool = True, model=None) -> Path | None:
+        """The directory of the de-quantized copy of ``model`` (a ``--model`` value or
+        :class:`realtrace.model.ModelSource`; default SmolLM2) in the store (module docstring), made from the GGUF
+        file first when it is missing or fails its check; ``None`` without a directory, for a model that is a
+        transformers directory already, or when the copy cannot be written (one warning line; the caller reads the
+        GGUF).  ``make=False``: only a copy already there that passes its check, ``None`` otherwise (nothing made,
+        removed or warned)."""
+        from ..model import load_model, resolve_model
 
-        key = copy_key(model_path(install))
+        source = resolve_model(model)
+        if self.directory is None or source.kind == "directory":
+            return None
+        key = copy_key(source.gguf(install), source)
         entry = self.directory / f"model-{digest(key)}"
         try:
             if read_model_copy(entry, key):
@@ -258,7 +263,7 @@ class Store:
                 discard(entry)
         if not make:
             return None
-        lm = load_model(install=False, threads=1, say=say)
+        lm = load_model(install=False, threads=1, say=say, model=source)
         try:
             write_model_copy(entry, key, lm)
         except OSError as exc:
@@ -289,37 +294,39 @@ def file_sha256(path: str | Path) -> str:
         return hashlib.file_digest(fh, "sha256").hexdigest()
 
 
-_GGUF_SHA: dict[str, str] = {}
-
-
-def weights_identity(gguf: Path) -> dict:
-    """The model's weights and the software that reads them: name, variant, package and installed version, the GGUF
-    file's name and SHA-256, the torch and transformers versions."""
+def weights_identity(path: Path, source=None) -> dict:
+    """The model's weights and the software that reads them: name, variant, package and installed version (None
+    for a model given by path), the GGUF file's (or model directory's) name and SHA-256
+    (:func:`realtrace.model.weights_digest`), the torch and transformers versions.  ``source``: the
+    :class:`realtrace.model.ModelSource` (default SmolLM2, whose identity is the one its entries were always
+    keyed by)."""
     from importlib.metadata import version
 
-    from ..model import MODEL_DIST, MODEL_NAME, MODEL_QUANT
+    from ..model import resolve_model, weights_digest
 
-    path = str(gguf)
-    if path not in _GGUF_SHA:
-        _GGUF_SHA[path] = file_sha256(path)
-    return {"format": FORMAT, "model": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST,
-            "installed": version(MODEL_DIST.split("==")[0]), "gguf": [Path(path).name, _GGUF_SHA[path]],
+    source = resolve_model(source)
+    reg, path = source.registered, Path(path)
+    return {"format": FORMAT, "model": source.name, "weights": source.quant, "package": reg.dist if reg else None,
+            "installed": version(reg.dist.split("==")[0]) if reg else None,
+            "gguf" if path.is_file() else "directory": [path.name, weights_digest(path)],
             "torch": version("torch"), "transformers": version("transformers")}
 
 
 def model_identity(lm) -> dict:
-    """Everything about the loaded model and its runtime that determines the reference (module docstring)."""
+    """Everything about the loaded model and its runtime that determines the reference (module docstring): with
+    the weights' identity the dtype they run in and the device."""
     import platform
 
     torch = lm.torch
-    return {**weights_identity(lm.gguf), "threads": torch.get_num_threads(),
+    return {**weights_identity(lm.gguf or lm.source.path, lm.source), "dtype": "float32",
+            "device": lm.source.device, "threads": torch.get_num_threads(),
             "cpu": torch.backends.cpu.get_cpu_capability(), "machine": platform.machine(),
             "code": sources_digest(SOURCES)}
 
 
-def copy_key(gguf: Path) -> dict:
-    """The key of the model's de-quantized copy (module docstring)."""
-    return {"entry": "de-quantized model", **weights_identity(gguf)}
+def copy_key(gguf: Path, source=None) -> dict:
+    """The key of the de-quantized copy of the model ``source`` read from ``gguf`` (module docstring)."""
+    return {"entry": "de-quantized model", **weights_identity(gguf, source)}
 
 
 def read_model_copy(entry: Path, key: dict) -> bool:
@@ -453,12 +460,15 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
         return {}, 0
     from importlib.metadata import version
 
-    from ..press.registry import build_press, press_spec, ratio_for_budget
-    from .replay import trace_pass
+    from ..press.registry import build_press, load_lukv_curve, press_spec, ratio_for_budget
+    from .prefill import trace_pass
 
     identity, kv_version = model_identity(lm), version("kvpress")
     wanted = {f"{name}@{k}": (name, k, ratio_for_budget(prompt.n_prompt, k)) for name in presses for k in budgets}
     specs = {name: press_spec(name) for name in presses}
+    for spec in specs.values():
+        if spec.curve is not None:
+            load_lukv_curve(spec.curve, (lm.geometry.layers, lm.geometry.kv_heads))  # against the model's shape
     keys = {label: press_key(identity, prompt.ids, prompt.n_prompt, name, k, ratio, kv_version, specs[name].curve)
             for label, (name, k, ratio) in wanted.items()}
     found = {label: store.read("press", keys[label]) for label in wanted}
@@ -467,7 +477,7 @@ def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[
     if missing:
         fan = [(label, build_press(specs[wanted[label][0]], wanted[label][2], False, 1, None),
                 specs[wanted[label][0]].headwise) for label in missing]
-        made = trace_pass(lm, list(prompt.ids), prompt.n_prompt, lm.model.config.num_key_value_heads, None, fan,
+        made = trace_pass(lm, list(prompt.ids), prompt.n_prompt, lm.geometry.kv_heads, None, fan,
                           prompt.name)[1]
         for label in missing:
             store.write("press", keys[label], {"drop": made[label].astype(np.int32)})

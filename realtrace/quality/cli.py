@@ -28,7 +28,7 @@ from kvcore.command import Command, check_output, output_dir
 from kvcore.errors import ParameterError
 from kvcore.numbers import comma_list, parse_param, whole_number
 
-from ..model import MODEL_EXACT
+from ..model import MODEL_EXACT, add_model_arguments
 from .optima import OPT, VARIANTS
 from .cache import ENV
 from .prompts import DEFAULT, FAMILIES
@@ -91,6 +91,7 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          "directory)")
     ap.add_argument("--no-cache", action="store_true",
                     help="neither read nor write the cache (recompute the reference and everything else)")
+    add_model_arguments(ap)
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads per task (default 1)")
     ap.add_argument("--workers", type=whole_number(0), default=None,
                     help="local worker processes (0 or 1: serial; default: one per core with the [dist] extra)")
@@ -150,7 +151,7 @@ def run(args: argparse.Namespace) -> int:
     res = evaluate(cfgs, budgets, args.prompts, args.mode, args.seed, args.top, args.workers, args.scheduler,
                    args.threads, args.steps, progress=True, say=say, opt_top=args.opt_top,
                    prompts_file=args.prompts_file, no_opt=args.no_opt, cache_dir=args.cache_dir,
-                   no_cache=args.no_cache, answered_only=args.answered_only)
+                   no_cache=args.no_cache, answered_only=args.answered_only, model=args.model, device=args.device)
     if out is not None:
         paths = write(res, out)
         say(f"wrote {len(paths)} files to {out}")
@@ -166,7 +167,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 COMMAND = Command(prog="quality", description=(
-    f"Replay eviction schedules inside {MODEL_EXACT} (open loop: the exact NM optimum, a policy on the full-cache "
+    f"Replay eviction schedules inside a model (--model; default {MODEL_EXACT}) (open loop: the exact NM optimum, a policy on the full-cache "
     "trace, a saved schedule; closed loop: an online policy driving its own evictions, a kvpress press) and report "
     "output quality -- KL divergence, change in NLL, top-1 agreement, task accuracy on built-in retrieval prompts, "
     "attention-output error -- beside the regret each schedule is charged on the full-cache trace. Needs the [real] "

@@ -71,8 +71,9 @@ def head_directions(rows: np.ndarray, values: np.ndarray, k: int) -> dict:
                                                                                                mean)}
 
 
-def measure(prompt: str, k: int, threads: int = 1, save=None) -> dict:
-    """Every layer and KV head of SmolLM2-135M-Instruct on the built-in ``prompt`` at budget ``k``
+def measure(prompt: str, k: int, threads: int = 1, save=None, model=None, device: str = "cpu") -> dict:
+    """Every layer and KV head of the model (``--model``, default SmolLM2-135M-Instruct) on the built-in ``prompt``
+    at budget ``k``
     (:func:`head_directions`), as a JSON-able dict: ``prompt``, ``tokens``, ``budget``, ``thresholds``, ``model``
     and ``heads`` (one per layer and KV head, ``layer`` and ``kv`` added).  ``save(kind, layer, kv, rows, values,
     instance)`` (optional) receives the head holding the largest instance of each direction, for a replayable
@@ -82,7 +83,7 @@ def measure(prompt: str, k: int, threads: int = 1, save=None) -> dict:
     from .run import _Reference, tokenize_prompts, worker_model
 
     store = Store(cache_dir())  # the model's copy and the full-cache pass, as the quality command keeps them
-    lm = worker_model(threads, store.directory)
+    lm = worker_model(threads, store.directory, model, device)
     (ids,) = tokenize_prompts([prompt], lm.tokenizer)
     ref = _Reference(lm, ids, (k,), [], store)
     heads, best = [], {}
@@ -98,9 +99,7 @@ def measure(prompt: str, k: int, threads: int = 1, save=None) -> dict:
     if save is not None:
         for kind, (_, layer, g, rows, values, inst) in best.items():
             save(kind, layer, g, rows, values, inst)
-    from ..model import MODEL_EXACT
-
-    return {"prompt": prompt, "tokens": ref.T, "budget": k, "model": MODEL_EXACT,
+    return {"prompt": prompt, "tokens": ref.T, "budget": k, "model": lm.source.exact,
             "thresholds": {"far": FAR, "near": NEAR, "heavy": HEAVY}, "heads": heads}
 
 
@@ -129,8 +128,8 @@ def load_head(path) -> tuple[np.ndarray, np.ndarray, dict]:
     return rows / rows.sum(axis=1, keepdims=True), values, meta
 
 
-def record(out_dir, prompt: str = "kv-24-12", k: int = 128, threads: int = 1) -> dict:
-    """:func:`measure` written to ``out_dir``: ``directions.json`` (every head) and, per direction found, the head
+def record(out_dir, prompt: str = "kv-24-12", k: int = 128, threads: int = 1, model=None) -> dict:
+    """:func:`measure` (of ``model``, a ``--model`` value; default SmolLM2) written to ``out_dir``: ``directions.json`` (every head) and, per direction found, the head
     holding its largest instance (``outlier.npz``, ``aligned.npz``; :func:`save_head`).  Returns the result."""
     import json
     from pathlib import Path
@@ -141,7 +140,7 @@ def record(out_dir, prompt: str = "kv-24-12", k: int = 128, threads: int = 1) ->
     out.mkdir(parents=True, exist_ok=True)
     names = {"outlier": "outlier.npz", "aligned_heavy": "aligned.npz"}
     res = measure(prompt, k, threads, lambda kind, layer, g, rows, values, inst: save_head(
-        out / names[kind], prompt, k, layer, g, rows, values))
+        out / names[kind], prompt, k, layer, g, rows, values), model)
     write_text(out / "directions.json", json.dumps(res, indent=1) + "\n")
     return res
 

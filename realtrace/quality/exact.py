@@ -34,10 +34,11 @@ from kvcore.traces import AttentionTrace
 from .schedule import lazy_drop
 
 
-def head_rows(torch, query, key, g: int, scaling: float):
+def head_rows(torch, query, key, g: int, scaling: float, window: int | None = None):
     """``(T, T)`` float64 tensor: the head-mean causal attention of KV head ``g`` (module docstring), each row
-    renormalised to sum 1.  ``query`` ``(1, heads, T, d)`` and ``key`` ``(1, kv heads, T, d)`` are the full-cache
-    pass's.  The operations of :func:`head_rows_plain`, in place where it makes a copy (every entry the same float
+    renormalised to sum 1; on a sliding-window layer (``window`` W) only keys ``i > t - W`` have weight, as in the
+    model (a key outside the window gets exactly 0: no schedule is charged for it, SPEC section 8).  ``query``
+    ``(1, heads, T, d)`` and ``key`` ``(1, kv heads, T, d)`` are the full-cache pass's.  The operations of :func:`head_rows_plain`, in place where it makes a copy (every entry the same float
     operation, so the same bits: ``tests/test_quality_coupled.py`` compares them); a run computes these rows once
     or twice per head (its optimum, its charges), and the copies were a third of the time."""
     heads, kv = query.shape[1], key.shape[1]
@@ -46,11 +47,13 @@ def head_rows(torch, query, key, g: int, scaling: float):
     with torch.no_grad():
         s = torch.matmul(query[0, g * rep:(g + 1) * rep], key[0, g].transpose(0, 1)).mul_(scaling)
         s.masked_fill_(_future(torch, T), float("-inf"))
+        if window is not None and window < T:
+            s.masked_fill_(torch.ones(T, T, dtype=torch.bool).tril(-window), float("-inf"))
         rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
         return rows.div_(rows.sum(dim=1, keepdim=True))
 
 
-def head_rows_plain(torch, query, key, g: int, scaling: float):
+def head_rows_plain(torch, query, key, g: int, scaling: float, window: int | None = None):
     """:func:`head_rows` written plainly, every step a new tensor: the reference it is tested against."""
     heads, kv = query.shape[1], key.shape[1]
     rep = heads // kv
@@ -58,6 +61,9 @@ def head_rows_plain(torch, query, key, g: int, scaling: float):
     with torch.no_grad():
         s = torch.matmul(query[0, g * rep:(g + 1) * rep], key[0, g].transpose(0, 1)) * scaling
         s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        if window is not None:
+            t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+            s = s.masked_fill(i <= t - window, float("-inf"))
         rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
         return rows / rows.sum(dim=1, keepdim=True)
 

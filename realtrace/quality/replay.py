@@ -1,7 +1,7 @@
 """Eviction schedules replayed inside the real model (needs the ``[real]`` extra; the press fan-out needs
 ``[kvpress]``).
 
-Every pass here is one teacher-forced forward of SmolLM2-135M-Instruct (Q4_1 GGUF dequantized, :mod:`realtrace.model`) through an attention function
+Every pass here is one teacher-forced forward of the model (``--model``, :mod:`realtrace.model`) through an attention function
 registered with transformers' attention interface (``AttentionInterface.register``; the model's attention modules
 look it up by ``config._attn_implementation`` and call it with the module, whose ``layer_idx`` says which layer it
 is).  Two functions are registered:
@@ -9,16 +9,17 @@ is).  Two functions are registered:
 ``kvquality`` (:class:`MaskedPass`) -- the replay.  Query ``t`` of layer ``l`` attends, for each KV head ``g``, to
     the resident set ``R_t`` of that layer and head only: ``keep[t, i] = (i <= t) and (t < drop[l, g, i])``
     (:func:`realtrace.quality.schedule.resident_mask`), applied as an additive ``-inf`` mask to the query heads that
-    share KV head ``g`` (grouped-query attention: query heads ``3g .. 3g+2``), so a masked key gets weight exactly 0
+    share KV head ``g`` (grouped- or multi-query attention: query heads ``rg .. rg+r-1``, ``r`` per KV head), so a
+    masked key gets weight exactly 0
     and the softmax renormalises over ``R_t``.  That is exactly what dropping the key from the cache does for every
     later query, since a dropped key never comes back (NM); a test computes both ways.  Beside the output the pass
     computes, per layer, KV head and query step, with the *same* queries, keys and values (the paper's Section 9
     surrogate linearises exactly this):
 
-    * the attention-output error ``e = ||O_R - O|| / ||O||``, where ``O`` is the full-cache output of the 3 query
-      heads (concatenated, 3 x 64 values) and ``O_R`` the output with the softmax renormalised over ``R_t``;
+    * the attention-output error ``e = ||O_R - O|| / ||O||``, where ``O`` is the full-cache output of the ``r`` query
+      heads (concatenated, ``r x d`` values) and ``O_R`` the output with the softmax renormalised over ``R_t``;
     * the displaced mass ``m = mean_h sum_{i <= t, i not in R_t} softmax_h(q k / sqrt(d))_i`` -- the attention
-      the full cache puts on evicted keys, averaged over the 3 query heads exactly as :mod:`realtrace.capture`
+      the full cache puts on evicted keys, averaged over the ``r`` query heads exactly as :mod:`realtrace.capture`
       reduces a KV head's row, so on an unperturbed layer it is the step's NM regret (Eq. 4) with nothing truncated.
 
     Per head the two are tied by ``O = (1 - m_h) O_R + m_h Vbar_E`` (``Vbar_E`` the evicted keys' values averaged
@@ -29,12 +30,18 @@ is).  Two functions are registered:
     (``aten._scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp ``L``):
     ``m_h = 1 - exp(L_R - L)``.
 
-``kvquality_trace`` (:class:`TracePass`) -- the full cache with its attention weights: transformers' own
+``kvquality_trace`` (:class:`realtrace.quality.prefill.TracePass`) -- the full cache with its attention weights: transformers' own
     eager attention (``eager_attention_forward``) under an explicit causal mask, each KV head's rows optionally
     reduced and sparsified exactly as the capture does (:func:`realtrace.capture.sparsify_block`: GQA mean, top
     entries, exact residual).  The quality study keeps no rows from it (it charges on complete rows,
     :mod:`realtrace.quality.exact`); it runs as kvpress's pipeline does (prefill the prompt with a cache, then the continuation), which lets every bridged
-    prefill press compress the same prefill (:class:`PressFanOut`).
+    prefill press compress the same prefill (:class:`realtrace.quality.prefill.PressFanOut`).
+
+Sliding-window layers (SPEC section 8, :mod:`realtrace.geometry`).  On a layer with window ``W`` the model itself
+lets query ``t`` see only keys ``i > t - W``.  The replay's mask is that mask intersected with the resident set:
+drop vector ``min(drop[i], i + W)`` (:func:`window_drop`); the full cache ``O`` and its log-sum-exp are the
+windowed ones, so a key outside the window is displaced by nobody; and in closed loop the policy observes it with
+weight 0 (its scaled products are ``-inf`` outside the window, :func:`outside_window`).
 
 Open and closed loop.  In *open loop* the schedule is given before the pass (the exact optimum, a policy run on the
 full-cache trace, a press's recorded choice, a saved file).  In *closed loop* (:class:`ClosedLoop`) one instance of
@@ -63,6 +70,25 @@ from .schedule import drop_from_evictions, resident_bias
 
 MASKED = "kvquality"
 TRACE = "kvquality_trace"
+
+
+def window_drop(n_keys: int, window: int | None) -> np.ndarray | None:
+    """The model's own sliding-window mask as a drop vector over ``n_keys`` positions: key ``i`` leaves the window
+    at step ``i + W`` (transformers' ``kv_idx > q_idx - sliding_window``); None for a full layer or a window that
+    covers every key."""
+    if window is None or window >= n_keys:
+        return None
+    return np.minimum(np.arange(n_keys, dtype=np.int64) + window, n_keys)
+
+
+def outside_window(scores: np.ndarray, window: int | None) -> np.ndarray:
+    """``scores`` ``(heads, T, T)`` with ``-inf`` where key ``i`` is outside query ``t``'s window (``i <= t - W``),
+    in place: what the model's softmax gives weight 0."""
+    T = scores.shape[1]
+    if window is not None and window < T:
+        gone = np.arange(T)[None, :] <= np.arange(T)[:, None] - window
+        scores[:, gone] = -np.inf
+    return scores
 
 
 # ---- the engine-facing policy wrapper (pure numpy) --------------------------------------------------------------
@@ -298,8 +324,10 @@ class MaskedPass:
     keys and values for later passes to resume from."""
 
     def __init__(self, torch, plan, layers: int, heads: int, T: int, start: int = 0,
-                 prefix: dict | None = None, keep_qkv: bool = False):
+                 prefix: dict | None = None, keep_qkv: bool = False, windows: tuple | None = None):
         self.torch, self.plan, self.start, self.prefix, self.T = torch, plan, start, prefix, T
+        self.windows = windows or (None,) * layers  # per layer: None (full causal) or the sliding window W
+        self.window_bias: dict = {}  # W -> the additive mask of the model's own window, rows ``first ..``
         self.keep_qkv = {} if keep_qkv else None
         self.record = LayerRecord(np.zeros((layers, heads, T), np.float32), np.zeros((layers, heads, T), np.float32))
         # The fused kernel skips the keys above the diagonal only under ``is_causal``, whose mask is aligned top-left:
@@ -331,23 +359,28 @@ class MaskedPass:
         if self.plan is not None:
             if reads:
                 # the closed loop's observations come from every query head's scaled products q k^T, all rows
-                scores = causal_scores(torch, q_all[0], key[0].repeat_interleave(rep, dim=0), scaling).numpy()
+                scores = outside_window(causal_scores(torch, q_all[0], key[0].repeat_interleave(rep, dim=0),
+                                                      scaling).numpy(), self.windows[layer])
             else:
                 scores = np.empty((query.shape[1], n_keys, 0), np.float32)
             drops = self.plan.layer_drops(layer, heads, scores)
         q_rows = q_all if first == 0 else query
+        own = window_drop(n_keys, self.windows[layer])  # the model's own mask (None: causal alone)
+        own_bias = self.causal if own is None else self._window_bias(own)
         outs = []
         for g in range(heads):
             qg = q_rows[:, g * rep:(g + 1) * rep]
             kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
             vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
-            full, lse = self._fused(qg, kg, vg, self.causal, scaling)
-            if drops is None or (drops[g] >= n_keys).all():
+            full, lse = self._fused(qg, kg, vg, own_bias, scaling)
+            drop = None if drops is None else np.ascontiguousarray(
+                drops[g] if own is None else np.minimum(drops[g], own), dtype=np.int64)
+            if drop is None or (drop >= n_keys).all() or (own is not None and (drop == own).all()):
                 outs.append(full)
                 continue
             if self.bias is None:
                 self.bias = torch.empty(n_keys - first, n_keys)
-            empty = resident_bias(np.ascontiguousarray(drops[g], dtype=np.int64), first, self.bias.numpy())
+            empty = resident_bias(drop, first, self.bias.numpy())
             out, lse_r = self._fused(qg, kg, vg, self.bias, scaling)
             # an empty resident set (a trace the coupled or static optimum starves) attends to nothing: the kernel
             # returns output 0 and log-sum-exp 0 there, but every key is displaced (L_R = -inf, m = 1)
@@ -359,14 +392,27 @@ class MaskedPass:
             outs.append(out)
         return torch.cat(outs, dim=1).transpose(1, 2).contiguous(), None
 
+    def _window_bias(self, own: np.ndarray):
+        """The additive mask of the model's own window (drop vector ``own``), rows ``first ..``, made once per
+        window size."""
+        W = int(own[0])
+        if W not in self.window_bias:
+            bias = self.torch.empty(own.size - self.first, own.size)
+            resident_bias(own, self.first, bias.numpy())
+            self.window_bias[W] = bias
+        return self.window_bias[W]
+
 
 def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, prefix: dict | None = None,
-           keep_qkv: bool = False):
+           keep_qkv: bool = False, windows: tuple | None = None):
     """One :class:`MaskedPass` over ``ids`` from row ``start`` (module docstring); returns ``(pass, hidden)`` with
-    ``hidden`` the final hidden states of rows ``start ..`` (``(rows, hidden size)``, before the LM head)."""
+    ``hidden`` the final hidden states of rows ``start ..`` (``(rows, hidden size)``, before the LM head).
+    ``windows``: each layer's sliding window (default: the model's own, :attr:`realtrace.model.LoadedModel.geometry`;
+    a test passes others to see a wrong mask fail)."""
     torch = lm.torch
     T = len(ids)
-    pass_ = MaskedPass(torch, plan, layers, heads, T, start, prefix, keep_qkv)
+    windows = lm.geometry.windows if windows is None else windows
+    pass_ = MaskedPass(torch, plan, layers, heads, T, start, prefix, keep_qkv, windows)
     cache = None
     if start > 0:
         cache = lm.new_cache()
@@ -378,116 +424,5 @@ def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, pr
     return pass_, out.last_hidden_state[0]
 
 
-class TracePass:
-    """The full-cache pass with eager attention, optionally keeping its sparsified rows (``top=None``: no rows; the
-    press fan-out alone) (module docstring)."""
-
-    def __init__(self, torch, transformers, heads: int, top: int | None, fan_out: PressFanOut | None = None):
-        from transformers.models.llama.modeling_llama import eager_attention_forward
-
-        self.torch, self.heads, self.top, self.fan_out = torch, heads, top, fan_out
-        self.eager = eager_attention_forward
-        self.blocks: dict[tuple[int, int], list] = {}
-
-    def attend(self, module, query, key, value, scaling):
-        from ..capture import sparsify_block
-
-        torch = self.torch
-        n_keys, n_q = key.shape[2], query.shape[2]
-        offset = n_keys - n_q
-        bias = causal_bias(torch, offset, n_keys).clamp_(min=torch.finfo(query.dtype).min)  # transformers' eager mask
-        out, w = self.eager(module, query, key, value, bias[None, None], scaling=scaling, dropout=0.0)
-        rep = w.shape[1] // self.heads
-        for g in range(self.heads if self.top is not None else 0):
-            rows = w[0, g * rep:(g + 1) * rep].mean(dim=0)
-            self.blocks.setdefault((module.layer_idx, g), []).append(sparsify_block(rows, offset, self.top))
-        return out, w
-
-    def traces(self, source: str) -> dict[tuple[int, int], Any]:
-        """``(layer, KV head) -> AttentionTrace`` of everything this pass saw."""
-        from ..capture import trace_from_blocks
-
-        return {key: trace_from_blocks(b, f"{source} L{key[0]:02d} kv{key[1]}") for key, b in self.blocks.items()}
-
-
-class PressFanOut:
-    """Every bridged prefill press compresses the same prefill, recorded by :class:`realtrace.press.recorder.Recorder`.
-
-    A prefill press (kvpress, NVIDIA) compresses a layer's cache in a forward hook *after* the layer's attention
-    output was computed, so the prefill itself is the full cache's and each layer's compression depends only on that
-    layer's prefill inputs.  One prefill therefore serves every (press, budget): at each layer the hook here restores
-    the cache the forward produced, runs one press's own ``forward_hook`` between the recorder's before/after
-    snapshots, and repeats for the next press; the cache is left uncompressed.  A head-wise press (AdaKV) gets no
-    attention weights, as under the ``sdpa`` attention the bridge runs it with; its mask is cleared after each
-    layer, so no later pass inherits it.  The result per press is exactly what :func:`realtrace.press.recorder.run_press`
-    records for that press alone (tests/test_quality_replay.py compares TOVA, Knorm and SnapKV at two budgets)."""
-
-    def __init__(self, lm, cache, presses: list[tuple[str, Any, bool]]):
-        from ..press.recorder import Recorder
-
-        self.cache = cache
-        self.entries = [(name, press, headwise, Recorder(lm, cache)) for name, press, headwise in presses]
-        for _, press, _, _ in self.entries:
-            press.post_init_from_model(lm.model)
-        self.handles = []
-
-    def attach(self, lm, positions: list[int]):
-        for _, _, _, rec in self.entries:
-            rec.record.forwards.append(list(positions))
-        for layer in lm.model.model.layers:
-            layer.self_attn.rotary_emb = lm.model.model.rotary_emb  # what a press's context manager sets up
-            self.handles.append(layer.self_attn.register_forward_hook(self._hook, with_kwargs=True))
-        return self
-
-    def detach(self, later_positions: list[int]):
-        for h in self.handles:
-            h.remove()
-        self.handles = []
-        for _, _, _, rec in self.entries:
-            rec.record.forwards.extend([p] for p in later_positions)
-
-    def _hook(self, module, args, kwargs, output):
-        layer = self.cache.layers[module.layer_idx]
-        keys, values = layer.keys, layer.values
-        for _, press, headwise, rec in self.entries:
-            seen = (output[0], None) if headwise else output
-            module.masked_key_indices = None
-            rec._pre(module, args, kwargs, seen)
-            press.forward_hook(module, args, kwargs, seen)
-            rec._post(module, args, kwargs, seen)
-            layer.keys, layer.values = keys, values
-        module.masked_key_indices = None
-
-    def schedules(self, layers: int, heads: int) -> dict[str, np.ndarray]:
-        """``press name -> drops (layers, KV heads, T)`` from the recorded compressions."""
-        from ..press.schedule import replay as replay_record
-
-        return {name: np.stack([np.stack([replay_record(rec.record, layer, g).drop for g in range(heads)])
-                                for layer in range(layers)])
-                for name, _, _, rec in self.entries}
-
-
-def trace_pass(lm, ids: list[int], n_prompt: int, heads: int, top: int | None, presses=(), source: str = "quality"):
-    """The eager full-cache pass over ``ids`` (prompt ``ids[:n_prompt]`` prefilled with a cache, then the rest), with
-    ``presses`` ``[(name, kvpress object, headwise)]`` fanned out on the prefill.  Returns ``(traces, press drops)``
-    (no traces for ``top=None``)."""
-    torch = lm.torch
-    cache = lm.new_cache()
-    fan = PressFanOut(lm, cache, list(presses)) if presses else None
-    pass_ = TracePass(torch, lm.transformers, heads, top, fan)
-    layers = lm.model.config.num_hidden_layers
-    with _Active(lm, TRACE, pass_):
-        if fan is not None:
-            fan.attach(lm, list(range(n_prompt)))
-        try:
-            lm.forward(ids[:n_prompt], cache, body_only=True)
-        finally:
-            if fan is not None:
-                fan.detach(list(range(n_prompt, len(ids))))
-        if n_prompt < len(ids):
-            lm.forward(ids[n_prompt:], cache, list(range(n_prompt, len(ids))), body_only=True)
-    return pass_.traces(source), ({} if fan is None else fan.schedules(layers, heads))
-
-
-__all__ = ["ClosedLoop", "LayerRecord", "MASKED", "MaskedPass", "ModelObserved", "OpenLoop", "PressFanOut", "TRACE",
-           "TracePass", "causal_bias", "register", "replay", "run_head", "trace_pass"]
+__all__ = ["ClosedLoop", "LayerRecord", "MASKED", "MaskedPass", "ModelObserved", "OpenLoop", "TRACE", "causal_bias",
+           "outside_window", "register", "replay", "run_head", "window_drop"]

@@ -1,11 +1,11 @@
-"""One quality study: eviction schedules replayed in SmolLM2-135M-Instruct (dequantized from its Q4_1 GGUF,
+"""One quality study: eviction schedules replayed in a model (``--model``, SmolLM2-135M-Instruct by default;
 :mod:`realtrace.model`) on retrieval prompts, every output metric beside the regret each schedule is charged on the
 complete attention rows of the full cache (issues 20, 27).
 
 What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its budgets on several workers,
 :mod:`realtrace.quality.groups`; tasks run serially, on a local cluster or on ``--scheduler``):
 
-1. with presses, the eager prefill (:func:`realtrace.quality.replay.trace_pass`): every bridged prefill press's
+1. with presses, the eager prefill (:func:`realtrace.quality.prefill.trace_pass`): every bridged prefill press's
    choice at every budget on the same prefill;
 2. the full cache replayed (:func:`~realtrace.quality.replay.replay` with nothing dropped): the reference logits and
    the full-cache queries, keys and values every later pass resumes from, and from which the complete attention row
@@ -35,7 +35,7 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its 
      full-cache prefill, the same in the real press run (kvpress compresses after each layer's attention), and
      replayed as masks;
    * ``file:PATH`` -- a saved schedule (:mod:`realtrace.quality.schedule`; an ``.npz`` with one array ``drop`` per
-     prompt, named ``drop_<prompt>``, shape ``(30, 3, T)``), open loop, checked to hold at most ``K``.
+     prompt, named ``drop_<prompt>``, shape ``(layers, KV heads, T)``), open loop, checked to hold at most ``K``.
 
 What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :mod:`realtrace.quality.replay`):
 
@@ -52,9 +52,8 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
   (``/ T``), mean over traces: 0 up to float rounding on complete rows (the default), an upper bound of its distance
   from the exact optimum with ``opt_top``;
 * ``prompt_kept`` -- the memory a schedule spends on the prompt: prompt positions resident at the first answer
-  step, mean over layers and KV heads (a prefill press: what it kept, ``K`` for a uniform one, the same total over
-  the 90 heads when its per-layer or per-head budgets average ``K``; the lazy optimum: ``K - 1``, the answer's first
-  token takes a slot);
+  step, mean over layers and KV heads (a prefill press: what it kept, ``K`` for a uniform one, the same total when
+  its per-layer or per-head budgets average ``K``; the lazy optimum: ``K - 1``, the answer's first token takes one);
 * ``value`` -- its value-weighted cost on the same rows: each lost ``a[t, i]`` times ``||v_i - o_t||``, ``o_t`` the
   KV head's full-cache output (paper §3, §9, :mod:`realtrace.quality.value_cost`), per step, mean over traces (the
   optimum's ``opt_gap`` is in the units of the cost its variant minimizes: mass for ``OPT``, value cost for
@@ -69,7 +68,7 @@ What is reported per run (definitions in :mod:`realtrace.quality.metrics` and :m
   get no runs: every mean is then over the answered prompts).
 
 Means are over prompts (each prompt weighs the same), then over the traces of a layer group
-(:data:`realtrace.press.eval.LAYER_GROUPS`: early 0-9, middle 10-19, late 20-29) or of all layers.
+(:func:`realtrace.geometry.layer_groups`: thirds of the layers; 0-9, 10-19, 20-29 of 30) or of all layers.
 """
 
 from __future__ import annotations
@@ -90,6 +89,7 @@ from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompt
 from .groups import merged_prompt, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .charges import Charges, add_charges, charged
+from .logits import LOGIT_BLOCK, FullLogp, logp_blocks
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from . import stored
 from .cache import Store, cache_dir as checked_cache_dir, full_cache, model_identity, press_drops, reference_key
@@ -98,20 +98,22 @@ from .optima import OPT
 from .schedule import (ScheduleError, check_capacity, check_schedule, check_schedule_file, drop_from_evictions,
                        first_drop, read_schedule_file, resident_counts)
 
-LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB)
 
 
 # ---- one task: one prompt, its (budget, config) pairs ---------------------------------------------------------
 
-_MODEL: dict[int, object] = {}
+_MODEL: dict[tuple, object] = {}
 
 
-def worker_model(threads: int, cache: str | Path | None = None):
-    """The model, loaded once per process (a task never installs it: the command did, before dispatching), from its
-    de-quantized copy in the ``cache`` directory (:meth:`realtrace.quality.cache.Store.model_copy`) if there is one."""
-    if threads not in _MODEL:
-        _load(threads, Store(cache).model_copy())
-    return _MODEL[threads]
+def worker_model(threads: int, cache: str | Path | None = None, model: str | None = None, device: str = "cpu"):
+    """The model (``--model`` and ``--device``; default SmolLM2 on the CPU), loaded once per process (a task never
+    installs it: the command did, before dispatching), from its de-quantized copy in the ``cache`` directory
+    (:meth:`realtrace.quality.cache.Store.model_copy`) if there is one."""
+    from ..model import resolve_model
+
+    if (threads, source := resolve_model(model, device)) not in _MODEL:
+        _load(threads, Store(cache).model_copy(model=source), source)
+    return _MODEL[threads, source]
 
 
 def preload_model(cache: str | Path, threads: int = 1) -> bool:
@@ -119,19 +121,21 @@ def preload_model(cache: str | Path, threads: int = 1) -> bool:
     the copy is there and passes its check (never made here); True when the slot holds a model.  For a process that
     forks workers (:mod:`paper_check.step_host`): each then starts with the model in memory instead of reading and
     checking the copy again (about 2.8 s of CPU each)."""
-    if threads not in _MODEL:
+    from ..model import resolve_model
+
+    if (threads, source := resolve_model()) not in _MODEL:
         copy = Store(cache).model_copy(make=False)
         if copy is None:
             return False
-        _load(threads, copy)
+        _load(threads, copy, source)
     return True
 
 
-def _load(threads: int, copy: Path | None) -> None:
+def _load(threads: int, copy: Path | None, source) -> None:
     from ..model import load_model
 
-    _MODEL.clear()  # one model per process: a task's thread count is the command's
-    _MODEL[threads] = load_model(install=False, threads=threads, converted=copy)
+    _MODEL.clear()  # one model per process: a task's thread count and model are the command's
+    _MODEL[threads, source] = load_model(install=False, threads=threads, converted=copy, model=source)
 
 
 class _Reference:
@@ -140,8 +144,8 @@ class _Reference:
 
     def __init__(self, lm, prompt: PromptIds, budgets: tuple[int, ...], presses: list[str], store=None):
         self.store = store = store if store is not None else Store(None)
-        cfg = lm.model.config
-        self.L, self.H, self.query_heads = cfg.num_hidden_layers, cfg.num_key_value_heads, cfg.num_attention_heads
+        geo = lm.geometry
+        self.L, self.H, self.query_heads, self.windows = geo.layers, geo.kv_heads, geo.query_heads, geo.windows
         self.prompt, ids, self.budgets = prompt, list(prompt.ids), budgets
         self.T = len(ids)
         self.torch, self.scaling = lm.torch, lm.model.model.layers[0].self_attn.scaling
@@ -152,20 +156,20 @@ class _Reference:
         self.optima_cached = self.passes_cached = self.runs_cached = 0
         self.targets = np.asarray(ids[1:], dtype=np.int64)
         # every row: the exact optimum may drop a token its trace never charges before the cache is full
-        self.logp = np.concatenate(list(_logp_blocks(lm, hidden, 0, self.T - 1)))
-        self.argmax = self.logp.argmax(axis=1)
+        self.logp = FullLogp(lm, hidden, self.T - 1, self.targets)
+        self.argmax = self.logp.argmax
         a0 = prompt.n_prompt - 1
         self.right = answer_right(self.argmax[a0:], self.targets[a0:])
-        self.nll_answer = float(-self.logp[np.arange(a0, self.T - 1), self.targets[a0:]].mean())
+        self.nll_answer = float(-self.logp.picked[a0:].mean())
 
     def rows(self, layer: int, g: int):
         """The complete head-mean attention rows ``(T, T)`` of layer ``layer``, KV head ``g`` in the full cache
-        (:func:`realtrace.quality.exact.head_rows`; recomputed on each call: 90 of them at T = 2,000 would take 2.9
-        GB)."""
+        (:func:`realtrace.quality.exact.head_rows`; recomputed on each call: SmolLM2's 90 at T = 2,000 would take
+        2.9 GB)."""
         from .exact import head_rows
 
         query, key, _ = self.qkv[layer]
-        return head_rows(self.torch, query, key, g, self.scaling)
+        return head_rows(self.torch, query, key, g, self.scaling, self.windows[layer])
 
     def values(self, layer: int, g: int) -> np.ndarray:
         """The value vectors ``(T, head dim)`` of layer ``layer``, KV head ``g`` in the full cache, float64."""
@@ -176,16 +180,6 @@ class _Reference:
         from .exact import rows_trace
 
         return rows_trace(self.rows(layer, g), top, f"{self.prompt.name} L{layer:02d} kv{g}")
-
-
-def _logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
-    """Next-token log-probabilities (float32) of rows ``r0 .. r1-1`` in blocks; ``hidden[i]`` is row
-    ``first_row + i``."""
-    torch = lm.torch
-    for a in range(r0, r1, LOGIT_BLOCK):
-        b = min(r1, a + LOGIT_BLOCK)
-        with torch.no_grad():
-            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
 
 
 def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, opt_top: int | None, memo: dict
@@ -246,9 +240,9 @@ def _replayed(lm, ref: _Reference, drops: np.ndarray | None, plan, start: int) -
                                start, ref.qkv)
         error, displaced = pass_.record.error, pass_.record.displaced
     if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
-        m = StepMetrics.concat([step_metrics(ref.logp[a:a + b.shape[0]], b, ref.targets[a:a + b.shape[0]])
+        m = StepMetrics.concat([step_metrics(ref.logp.block(a, a + b.shape[0]), b, ref.targets[a:a + b.shape[0]])
                                 for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
-                                                _logp_blocks(lm, hidden, start, T - 1, start))])
+                                                logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
     return kl, dnll, top1, argmax, error, displaced
 
@@ -297,7 +291,7 @@ def run_task(task: dict) -> dict:
     """One prompt: the reference, then every (budget, config) of ``task["pairs"]`` (module docstring); the runs in
     that order.  ``task`` holds everything it needs (prompt ids, budgets, configs and the pairs of their indices
     that run, seed, top, threads), so it runs the same anywhere."""
-    lm = worker_model(task["threads"], task["cache"])
+    lm = worker_model(task["threads"], task["cache"], task["model"], task["device"])
     prompt = PromptIds(**task["prompt"])
     configs = [Config(**{**c, "params": tuple(map(tuple, c["params"]))}) for c in task["configs"]]
     budgets = tuple(task["budgets"])
@@ -354,16 +348,19 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
              mode: str = "closed", seed: int = 0, top: int | None = None, workers: int | None = None,
              scheduler: str | None = None, threads: int = 1, steps: bool = False, progress: bool = True,
              say=None, opt_top: int | None = None, prompts_file: str | None = None, no_opt: bool = False,
-             cache_dir: str | None = None, no_cache: bool = False, answered_only: bool = False) -> dict:
+             cache_dir: str | None = None, no_cache: bool = False, answered_only: bool = False, model=None,
+             device: str = "cpu") -> dict:
     """The quality study (module docstring) as a JSON-able dict: ``settings``, ``prompts`` (with the positive
     control), ``excluded``, and ``runs`` -- one per (config, budget), the exact optimum at every budget (unless
     ``no_opt``) and the full cache included -- each with ``total``, ``groups`` (early/middle/late), ``layers`` and
     ``prompts``.  The full-cache reference comes from the on-disk cache (``cache_dir``, else the environment's or the
     default one; ``no_cache``: none) where it holds it (:mod:`realtrace.quality.cache`).  With
     ``steps=True`` every run also carries ``steps`` arrays per prompt (numpy: per-row ``kl``, ``dnll``, ``top1``;
-    per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``."""
+    per layer/KV head/row ``error``, ``displaced``; the schedule ``drop``), which :func:`write` saves as ``.npz``.
+    ``model``, ``device``: ``--model`` and ``--device`` (:func:`realtrace.model.resolve_model`; default SmolLM2 on
+    the CPU); ``model`` in the result records it (:func:`realtrace.model.model_record`)."""
     return evaluate_many([(configs, budgets)], prompts, mode, seed, top, workers, scheduler, threads, steps, progress,
-                         say, opt_top, prompts_file, no_opt, cache_dir, no_cache, answered_only)[0]
+                         say, opt_top, prompts_file, no_opt, cache_dir, no_cache, answered_only, model, device)[0]
 
 
 def _study(configs: list[str | Config], budgets, mode: str, no_opt: bool) -> tuple[list[Config], tuple[int, ...]]:
@@ -388,7 +385,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
                   workers: int | None = None, scheduler: str | None = None, threads: int = 1, steps: bool = False,
                   progress: bool = True, say=None, opt_top: int | None = None, prompts_file: str | None = None,
                   no_opt: bool = False, cache_dir: str | None = None, no_cache: bool = False,
-                  answered_only: bool = False) -> list[dict]:
+                  answered_only: bool = False, model=None, device: str = "cpu") -> list[dict]:
     """Several studies on the same prompts and settings, ``studies`` their ``(configs, budgets)``, run as one: each
     prompt's reference, press choices, optima and complete rows (every charge) are made once for all of them, and a
     (config, budget) two studies share runs once.  Returns one result per study, each what :func:`evaluate` returns
@@ -396,10 +393,10 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     depends only on its prompt, config and budget; ``tests/test_quality_studies.py`` compares them)."""
     from kvcore.tasks import TaskPool
 
-    from ..model import load_tokenizer
-    from ..press.eval import LAYER_GROUPS
+    from ..model import load_tokenizer, model_record, resolve_model, source_geometry
 
     say = say or (lambda msg: None)
+    source = resolve_model(model, device)  # a bad --model or --device is one line, before anything else
     seed = integer(seed, "--seed", 0)
     top = None if top is None else integer(top, "--top", 1)
     opt_top = None if opt_top is None else integer(opt_top, "--opt-top", 1)
@@ -423,42 +420,49 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     if clash:
         raise ParameterError(f"prompt {clash[0]} is both built-in and in --prompts-file {prompts_file}")
     names = builtin + [p.name for p in own]
+    from ..press.registry import load_lukv_curve, press_spec
+
     if any(c.kind == "press" for c in cfgs):
         from ..press.registry import import_kvpress
 
         import_kvpress()  # a missing extra is one line, before anything loads
-    # every input is checked before the model loads: what needs no tokens before the tokenizer too
-    from ..model import MODEL_DIST, MODEL_EXACT, MODEL_NAME, MODEL_QUANT, N_KV_HEADS, N_LAYERS
-
-    # a saved schedule is checked against the smallest budget it runs at
+    # every input is checked before the model loads: what needs no tokens before the tokenizer too (a saved
+    # schedule against the smallest budget it runs at, its layers and KV heads once the model's are known)
     files = {c.spec: (read_schedule_file(c.spec), min(b[0] for job_cfgs, b in jobs if c in job_cfgs))
              for c in cfgs if c.kind == "file"}
     for path, (arrays, k) in files.items():
-        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, k)
-    # the tokenizer of a model this process already loaded (tests), else the tokenizer alone: from the model's copy
-    # in the cache, made first if missing (the workers then load the copy), or from the GGUF file (~13 s of CPU)
-    if _MODEL:
-        tok = next(iter(_MODEL.values())).tokenizer
-    else:
-        tok = load_tokenizer(install=True, say=say, converted=Store(store_dir).model_copy(install=True, say=say))
+        check_schedule_file(arrays, path, names, None, None, k)  # the form and budget: before the [real] extra
+    # the geometry from the configuration of a model this process already loaded (tests), its copy in the cache,
+    # or its file (SmolLM2's GGUF: 5 s, once: the copy is made next)
+    loaded = [lm for (_, src), lm in _MODEL.items() if src == source]
+    store = Store(store_dir)
+    geo = loaded[0].geometry if loaded else source_geometry(source, store.model_copy(make=False, model=source), True)
+    for c in cfgs:
+        curve = press_spec(c.spec).curve if c.kind == "press" else None
+        if curve is not None:
+            load_lukv_curve(curve, (geo.layers, geo.kv_heads))
+    for path, (arrays, k) in files.items():
+        check_schedule_file(arrays, path, names, geo.layers, geo.kv_heads, k)
+    # the tokenizer of a model this process already loaded, else the tokenizer alone: from the model's copy in the
+    # cache, made first if missing (the workers then load the copy), or from the GGUF file (SmolLM2: ~13 s of CPU)
+    tok = loaded[0].tokenizer if loaded else load_tokenizer(
+        install=True, say=say, converted=store.model_copy(install=True, say=say, model=source), model=source)
     ids = tokenize_prompts(builtin + own, tok)
     check_budgets(budgets, ids)
     for path, (arrays, k) in files.items():
-        check_schedule_file(arrays, path, names, N_LAYERS, N_KV_HEADS, k, {p.name: p.T for p in ids})
+        check_schedule_file(arrays, path, names, geo.layers, geo.kv_heads, k, {p.name: p.T for p in ids})
     say(f"quality: {len(cfgs)} configs x {len(budgets)} budgets on {len(ids)} prompts ({sum(p.T for p in ids)} "
         f"tokens)" + (f", {len(jobs)} studies: {len(pairs)} runs per prompt" if len(jobs) > 1 else ""))
     with TaskPool(workers, scheduler) as pool:
         plan = task_groups([p.T for p in ids], budgets, pool.slots())  # the costliest first: they finish together
         common = {"configs": [asdict(c) for c in cfgs], "seed": seed, "top": top, "opt_top": opt_top,
                   "threads": threads, "steps": steps, "progress": progress and pool.serial,
-                  "cache": store_dir and str(store_dir), "answered_only": answered_only}
+                  "cache": store_dir and str(store_dir), "answered_only": answered_only,
+                  "model": source.spec if source.registered else str(source.path), "device": source.device}
         tasks = [{"prompt": asdict(ids[i]), "budgets": group, "pairs": [p for p in pairs if p[0] in group], **common}
                  for i, group in plan]
         done = pool.map(run_task, tasks, progress=progress, key="quality")
-    from importlib.metadata import version
-
-    model = {"name": MODEL_NAME, "weights": MODEL_QUANT, "package": MODEL_DIST, "exact": MODEL_EXACT,
-             "transformers": version("transformers"), "torch": version("torch")}
+    record = model_record(source, geo)
     prompt_info, runs = [], []  # per prompt: its info; its runs by (budget, config index)
     for n in range(len(ids)):
         parts = [(task, r) for (i, _), task, r in zip(plan, tasks, done) if i == n]
@@ -468,9 +472,9 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     for (job_cfgs, job_budgets), wanted in zip(jobs, job_pairs):
         results = [{"prompt": info, "runs": [by_pair[p] for p in wanted] if by_pair else []}  # none: not answered
                    for info, by_pair in zip(prompt_info, runs)]
-        agg = aggregate(results, LAYER_GROUPS)
+        agg = aggregate(results, geo.layer_groups())
         agg["runs"].append(full_cache_run([p for p in agg["prompts"] if p["full_cache_right"] or not answered_only],
-                                          LAYER_GROUPS))
+                                          geo.layer_groups()))
         if steps:
             by_run = {(r["config"], r["budget"]): r for r in agg["runs"]}
             for res in results:
@@ -480,5 +484,5 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
         out.append({"settings": {"configs": [c.name for c in job_cfgs], "budgets": list(job_budgets), "mode": mode,
                                  "seed": seed, "top": top, "opt_top": opt_top, "prompts": names, "no_opt": no_opt,
                                  **({"answered_only": True} if answered_only else {})},
-                    "model": model, **agg})
+                    "model": record, **agg})
     return out

@@ -276,11 +276,12 @@ def read_schedule_file(path: str) -> dict[str, np.ndarray]:
     return arrays
 
 
-def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Sequence[str], layers: int, heads: int,
-                        capacity: int, lengths: dict[str, int] | None = None) -> None:
+def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Sequence[str], layers: int | None,
+                        heads: int | None, capacity: int, lengths: dict[str, int] | None = None) -> None:
     """Every prompt has a valid NM schedule ``drop_<prompt>`` in ``arrays`` of shape ``(layers, heads, T)`` that
     never holds more than ``capacity`` positions; with ``lengths``, ``T`` is the prompt's token count.  Checked
-    before the model loads (without ``lengths``: before the tokenizer loads too)."""
+    before the model loads (without ``lengths``, ``layers`` and ``heads``, the last two taken from the array:
+    before the tokenizer and the model's configuration are read too)."""
     for name in prompts:
         key = f"drop_{name}"
         if key not in arrays:
@@ -289,6 +290,7 @@ def check_schedule_file(arrays: dict[str, np.ndarray], path: str, prompts: Seque
         if a.ndim != 3:
             raise ScheduleError(f"{path}:{key}: shape {a.shape}, expected (layers, KV heads, T) = ({layers}, {heads}, T)")
         T = a.shape[-1]
+        layers, heads = (a.shape[0] if layers is None else layers), (a.shape[1] if heads is None else heads)
         if lengths is not None and T != lengths[name]:
             raise ScheduleError(f"{path}:{key}: {T} steps, but prompt {name} has {lengths[name]} tokens")
         drops = check_schedule(a, layers, heads, T, f"{path}:{key}")

@@ -25,7 +25,7 @@ the thresholds are the claim's):
 * described beside them (no threshold): how the factor moves -- per head, Spearman's rho of ``m`` against ``e / m``
   (below 0: the error grows slower than the mass), and the mean factor of each configuration over heads and points;
 * pooled: Spearman over every (head, point) pair and the mean of the per-head rho (with its bootstrap interval);
-  per layer group (``realtrace.press.eval.LAYER_GROUPS``): mean rho, the two shares, the median CV;
+  per layer group (``realtrace.geometry.layer_groups``: thirds of the layers): mean rho, the two shares, the median CV;
 * controls on the same heads and points: the errors shuffled across a head's points (a decoupled pairing: the
   per-head rho must be near 0 -- mean within +-:data:`NULL_MEAN`, at most :data:`NULL_SHARE` of heads above the
   bound); planted ``e = c m exp(N(0, 0.1))`` (proportional: both shares must reach :data:`SHARE_HOLDS`); planted
@@ -41,7 +41,7 @@ from pathlib import Path
 import numpy as np
 
 from realtrace import input_dir
-from realtrace.press.eval import LAYER_GROUPS
+from realtrace.geometry import layer_groups
 
 from .surrogate import _rho
 
@@ -119,7 +119,7 @@ def summary(m: np.ndarray, e: np.ndarray) -> dict:
     """The per-head statistics of one pairing (no interval): rho, CV, their shares, per layer group."""
     rho, cv = head_rho(m, e), head_cv(m, e)
     groups = {}
-    for name, rng in LAYER_GROUPS:
+    for name, rng in layer_groups(rho.shape[0]):
         r, c = rho[list(rng)], cv[list(rng)]
         groups[name] = {"mean_rho": float(np.nanmean(r)), "share_rho": _share(r, lambda x: x >= RHO_BOUND),
                         "median_cv": float(np.nanmedian(c)), "share_cv": _share(c, lambda x: x <= CV_BOUND)}

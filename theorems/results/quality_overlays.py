@@ -57,7 +57,7 @@ def value_directions_overlay(sizes: dict) -> dict | None:
 def heads_overlay(sizes: dict) -> dict | None:
     """Every (head, point) pair of the committed per-head means by layer group, and the claim's per-head rank
     correlations (with intervals) and factor CVs at its sizes."""
-    from realtrace.press.eval import LAYER_GROUPS
+    from realtrace.geometry import layer_groups
 
     from ..claims.heads import SEED   # the claim's seed: one computation for claim and figure
 
@@ -65,13 +65,14 @@ def heads_overlay(sizes: dict) -> dict | None:
     if doc is None or not doc["points"]:
         return None
     m, e, _ = arrays(doc)
+    groups = layer_groups(m.shape[1])  # (points, layers, KV heads)
     t = cached(heads_table, resamples=sizes["heads"]["resamples"], seed=SEED)
     ph = t["per_head"]
     return {"points": {g: {"xy": {"displaced": m[:, list(rng)].ravel().tolist(),
-                                  "error": e[:, list(rng)].ravel().tolist()}} for g, rng in LAYER_GROUPS},
+                                  "error": e[:, list(rng)].ravel().tolist()}} for g, rng in groups},
             "heads": [{"layer": i, "kv_head": j, "group": g, "rho": ph["rho"][i][j], "ci": ph["rho_ci95"][i][j],
                        "cv": ph["cv"][i][j]}
-                      for g, rng in LAYER_GROUPS for i in rng for j in range(t["kv_heads"])],
+                      for g, rng in groups for i in rng for j in range(t["kv_heads"])],
             "bounds": {"rho": t["thresholds"]["rho"], "cv": t["thresholds"]["cv"]},
             "notes": [f"{t['heads']} heads x {t['points']} points ({', '.join(t['configs'])}; K = "
                       f"{', '.join(map(str, t['budgets']))}; {', '.join(t['prompts'])}): {100 * t['share_rho']:.0f}% "

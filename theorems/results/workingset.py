@@ -103,18 +103,18 @@ def summarize_heads(peaks: list[int]) -> dict:
     return {"mean": float(p.mean()), "median": float(np.median(p)), "max": int(p.max()), "heads": [int(x) for x in p]}
 
 
-def measure(prompts=PROMPTS, threads: int = 1, say=None) -> dict:
-    """The working set of each built-in prompt in SmolLM2-135M-Instruct (``[real]`` extra), from the full-cache
+def measure(prompts=PROMPTS, threads: int = 1, say=None, model=None, device: str = "cpu") -> dict:
+    """The working set of each built-in prompt in the model (``--model``, default SmolLM2-135M-Instruct; ``[real]``
+    extra), from the full-cache
     pass's queries and keys, read from or written to the quality reference cache (``$KV_QUALITY_CACHE``) exactly as
     ``python -m paper_check quality`` does, so the rows are the ones its replays are charged on."""
-    from realtrace.model import MODEL_EXACT
     from realtrace.quality.cache import Store, cache_dir, full_cache
     from realtrace.quality.exact import head_rows
     from realtrace.quality.inputs import tokenize_prompts
     from realtrace.quality.run import worker_model
 
     store = Store(cache_dir())
-    lm = worker_model(threads, store.directory)  # from the model's copy in the same cache
+    lm = worker_model(threads, store.directory, model, device)  # from the model's copy in the same cache
     scaling = lm.model.model.layers[0].self_attn.scaling
     out = {}
     for ids in tokenize_prompts(list(prompts), lm.tokenizer):
@@ -124,7 +124,7 @@ def measure(prompts=PROMPTS, threads: int = 1, say=None) -> dict:
         out[ids.name] = {"tokens": len(ids.ids), **summarize_heads(peaks)}
         if say:
             say(f"{ids.name}: working set {out[ids.name]['mean']:.1f} (mean of {len(peaks)} heads)")
-    return {"level": LEVEL, "window": WINDOW, "model": MODEL_EXACT, "prompts": out}
+    return {"level": LEVEL, "window": WINDOW, "model": lm.source.exact, "prompts": out}
 
 
 # ---- the committed data -----------------------------------------------------------------------------------------

@@ -1,0 +1,51 @@
+"""Next-token log-probabilities from final hidden states, a block of rows at a time (needs the ``[real]`` extra).
+
+A ``(tokens, vocabulary)`` array is never held whole: at 2,000 tokens it is 393 MB for SmolLM2's 49,152 words and
+2.1 GB for Gemma 3's 262,144.  The replays' rows come in blocks of :data:`LOGIT_BLOCK` (:func:`logp_blocks`), and
+the full cache's are recomputed from its hidden states in the blocks they were always computed in
+(:class:`FullLogp`: rows ``0 .. 255``, ``256 .. 511``, ...; the LM head's matrix product on another set of rows
+may round differently), the last block kept, so a replay's consecutive blocks cost about one more LM head pass.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+LOGIT_BLOCK = 256  # rows of logits at a time (256 x 49,152 floats = 50 MB; 256 x 262,144 = 268 MB)
+
+
+def logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
+    """Next-token log-probabilities (float32) of rows ``r0 .. r1-1`` in blocks of :data:`LOGIT_BLOCK`;
+    ``hidden[i]`` is row ``first_row + i``."""
+    torch = lm.torch
+    for a in range(r0, r1, LOGIT_BLOCK):
+        b = min(r1, a + LOGIT_BLOCK)
+        with torch.no_grad():
+            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
+
+
+class FullLogp:
+    """The full cache's log-probabilities of rows ``0 .. rows-1`` (module docstring): :meth:`block` gives any
+    range, :attr:`argmax` and :meth:`target_logp` were read in one sweep when it was made."""
+
+    def __init__(self, lm, hidden, rows: int, targets: np.ndarray):
+        self.lm, self.hidden, self.rows = lm, hidden, rows
+        self._last: tuple[int, np.ndarray] | None = None
+        argmax, picked = [], []
+        for a, block in zip(range(0, rows, LOGIT_BLOCK), logp_blocks(lm, hidden, 0, rows)):
+            argmax.append(block.argmax(axis=1))
+            picked.append(block[np.arange(block.shape[0]), targets[a:a + block.shape[0]]])
+        self.argmax = np.concatenate(argmax) if argmax else np.zeros(0, np.int64)
+        self.picked = np.concatenate(picked) if picked else np.zeros(0, np.float32)  # log p(target) per row
+
+    def block(self, r0: int, r1: int) -> np.ndarray:
+        """Rows ``r0 .. r1-1`` ``(r1 - r0, vocabulary)``, from the aligned blocks that cover them."""
+        out = []
+        for a in range(r0 - r0 % LOGIT_BLOCK, r1, LOGIT_BLOCK):
+            if self._last is None or self._last[0] != a:
+                self._last = (a, next(logp_blocks(self.lm, self.hidden, a, min(a + LOGIT_BLOCK, self.rows))))
+            out.append(self._last[1][max(r0 - a, 0):min(r1, a + LOGIT_BLOCK) - a])
+        return np.concatenate(out)
+
+
+__all__ = ["FullLogp", "LOGIT_BLOCK", "logp_blocks"]
