@@ -24,8 +24,9 @@ DEFAULT_OUT = "fuzz-counterexamples"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The fuzz options, on any parser (``paper_check fuzz`` or ``python -m verify``)."""
-    p.add_argument("target", help="registered policy name (case-insensitive) or module:Class importable from the "
-                                  "current directory (run in its own process, isolated from the engine)")
+    p.add_argument("target", help="registered policy name (case-insensitive), module:Class importable from the "
+                                  "current directory, or path/to/file.py:Class (the last two run in their own "
+                                  "process, isolated from the engine)")
     p.add_argument("--capacity", "-k", type=whole_number(1), required=True, help="cache size k")
     p.add_argument("--model", choices=("rm", "nm"), default="rm",
                    help="rm: ALG/OPT within the policy's promised bound (default); nm: NM regret within the tail "

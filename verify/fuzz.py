@@ -30,7 +30,7 @@ __all__ = ["FuzzReport", "Premise", "fuzz_policy"]
 def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300, seconds: float = 60.0,
                 seed: int = 0, out_dir: str | Path | None = None, *, against: str | None = None,
                 premise: Premise | None = None, call_timeout: float = 2.0) -> FuzzReport:
-    """Fuzz ``target_spec`` (a registered name or ``module:Class``) with cache ``k`` (see the module docstring).
+    """Fuzz ``target_spec`` (a registered name, ``module:Class`` or ``path/to/file.py:Class``) with cache ``k`` (see the module docstring).
 
     ``out_dir``: checked (created if missing) before the search; the counterexample files and a JSON report are
     written there only when the verdict is a finding about the policy (:func:`~verify.outputs.write_outputs`).

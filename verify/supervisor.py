@@ -8,7 +8,7 @@ Budget
     inside the worker is interrupted asynchronously -- a half-finished import or JIT compilation would poison the
     rest of the run; the worker checks the clock between traces and the supervisor's kill is the backstop.
 Isolation
-    A ``module:Class`` policy runs in its own process (:class:`verify.isolated.PolicyHost`), created here before any
+    A ``module:Class`` or ``path/to/file.py:Class`` policy runs in its own process (:class:`verify.isolated.PolicyHost`), created here before any
     trace exists and before the worker is forked, receiving only the engine's five calls.  Registered policies are
     project code and run inside the worker.
 Events (tuples, first element the kind)
@@ -49,7 +49,10 @@ def supervise(cfg: FuzzConfig) -> FuzzReport:
     rep = FuzzReport(cfg.target, cfg.model, cfg.k, cfg.mode, cfg.seed, cfg.against)
     for spec in (cfg.target, cfg.against):
         if spec is not None and ":" not in spec:
-            policies.get(spec)  # an unknown name fails here, before any process starts
+            try:
+                policies.get(spec)  # an unknown name fails here, before any process starts
+            except ParameterError as exc:
+                raise ParameterError(f"{exc}; a target is {policies.registry.TARGET_FORMS}") from None
     hosts: dict[str, PolicyHost] = {}
     home = tempfile.mkdtemp(prefix="kv-fuzz-hypothesis-")
     worker = None
