@@ -4,10 +4,6 @@ None of them is registered: the fuzzer loads them by ``module:Class`` (``bench.p
 as it loads a user's policy, so they run in their own process and the registry (and every claim built on it) never
 sees them.  Each states what is known about it:
 
-- :class:`Clock` -- second chance (Corbato 1968).  Issue 32 listed it as ``k``-competitive, like FIFO; it is not:
-  it is neither conservative nor a marking policy (a reference bit set before a phase can save an item the phase
-  never requests, so a requested one goes), and on :func:`second_chance_breaker` at ``k = 3`` it faults 16 times per
-  25-request period against the optimum's 5, so its ratio tends to 16/5 > 3.  Flawed: the fuzzer should flag it.
 - :class:`MarkingFIFO` -- a deterministic marking policy (Fiat, Karp, Luby, McGeoch, Sleator & Young, J. Algorithms
   1991): it never evicts an item requested in the current phase, so it is ``k``-competitive.  Sound: the fuzzer
   must not flag it.
@@ -24,50 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from kvcore.traces import PagingTrace
 from policies.base import Policy
 from policies.rlruh import RLRUH
-
-# One period of a unit paging trace over 4 items on which Clock at k = 3 faults 16 times, every period alike, and the
-# optimum 5 (found by hill climbing on Clock's ratio, then shrunk request by request while the excess over 3 x OPT
-# kept growing with the repeats; the tests recompute both counts with the engine and the exact optimum).
-SECOND_CHANCE_PERIOD = (1, 0, 2, 3, 1, 2, 3, 1, 0, 2, 3, 3, 2, 1, 0, 1, 1, 2, 3, 0, 2, 3, 3, 2, 0)
-
-
-def second_chance_breaker(repeats: int) -> PagingTrace:
-    """:data:`SECOND_CHANCE_PERIOD` repeated: Clock's cost is ``16 r`` against an optimum of ``5 r + 2`` at ``k = 3``,
-    so ``Clock - 3 OPT = r - 6`` grows without bound and no additive constant makes Clock 3-competitive."""
-    return PagingTrace.unit(np.tile(np.asarray(SECOND_CHANCE_PERIOD, dtype=np.int64), repeats))
-
-
-@dataclass
-class Clock(Policy):
-    """Second chance: a hand sweeps the admission ring; a referenced item loses its bit and is passed over."""
-
-    name = "Clock"
-
-    def on_reset(self) -> None:
-        self._ring: dict[int, bool] = {}    # admission order; the value is the reference bit
-
-    def on_admit(self, t, item, cost):
-        self._ring[item] = False
-
-    def on_hit(self, t, item, cost):
-        self._ring[item] = True
-
-    def on_evict(self, t, item):
-        self._ring.pop(item, None)
-
-    def victim(self, t, protected):
-        while True:
-            item, referenced = next(iter(self._ring.items()))
-            if referenced or item in protected:   # a second chance: to the back of the ring, bit cleared
-                del self._ring[item]
-                self._ring[item] = False
-                continue
-            return item
 
 
 @dataclass

@@ -19,7 +19,7 @@ import pytest
 import policies
 from adversary import constructions, cyclic_k_plus_one
 from adversary.warmups import concat_attention, nm_warmup, rm_warmup
-from bench.power_policies import Clock, LateLIFO, MarkingFIFO, second_chance_breaker
+from bench.power_policies import LateLIFO
 from kvcore.measure import measure, within
 from kvcore.traces import PagingTrace
 from policies.lifo import LIFO
@@ -115,20 +115,6 @@ def test_a_randomized_value_above_the_bound_is_confirmed_on_fresh_runs():
 def test_a_randomized_policy_that_breaks_its_bound_is_still_found():
     rep = fuzz_policy("tests.test_fuzz_depth:CoinLIFO", 3, seconds=10)
     assert rep.verdict == "violates" and rep.worst > 11 / 6, rep.as_dict()
-
-
-def test_second_chance_clock_is_not_k_competitive():
-    """Clock's excess over 3 x OPT grows with the repeats of one 25-request period (engine and exact optimum), so
-    no additive constant rescues the bound; the marking policy stays within it on the same traces."""
-    excess = []
-    for r in (8, 16, 64):
-        trace = second_chance_breaker(r)
-        clock = measure(Clock, trace, 3)
-        assert (clock.costs[0], clock.opt_cost) == (16 * r, 5 * r + 2)
-        excess.append(clock.costs[0] - 3 * clock.opt_cost)
-        marking = measure(MarkingFIFO, trace, 3, opt=clock.opt)
-        assert marking.costs[0] <= 3 * marking.opt_cost
-    assert excess == sorted(excess) and excess[0] > 0 and clock.costs[0] / clock.opt_cost > 3.15
 
 
 def test_the_report_states_the_longest_trace_tried(tmp_path):
