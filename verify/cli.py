@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from kvcore.command import Command
@@ -71,12 +72,25 @@ def run(args: argparse.Namespace) -> int:
         if not os.access(".", os.W_OK) or (out.exists() and not out.is_dir()):
             raise ParameterError(f"--out: cannot write {out.resolve()} (give --out DIR)")
     rep = fuzz_policy(args.target, args.capacity, args.model, args.examples, args.seconds, args.seed, None,
-                      against=args.against, premise=premise, call_timeout=args.call_timeout)
+                      against=args.against, premise=premise, call_timeout=args.call_timeout,
+                      started=_budget_start())
     if rep.has_counterexample:
         write_outputs(rep, prepare_out_dir(out))
     print(json.dumps(rep.as_dict(), sort_keys=True) if args.json else format_report(rep), flush=True)
     return rep.exit_code
 
+
+def _budget_start() -> float | None:
+    """Run as a command line (``python -m verify``, ``python -m paper_check fuzz``), the budget counts from the
+    process's start, so ``--seconds`` bounds the whole run, imports included; called from Python (a test, a
+    library), from now (``None``)."""
+    from .supervisor import process_started
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return process_started() if spec is not None and spec.name in COMMAND_MAINS else None
+
+
+COMMAND_MAINS = ("verify.__main__", "paper_check.__main__")
 
 COMMAND = Command(prog="python -m verify",
                   description="Search for traces on which a policy breaks its promised bound: the known "

@@ -75,6 +75,8 @@ class Deepening:
             self.climber.climb(self.climber.length or base_length(s.k, "rm"), until)
         if reached is not None:
             s.emit(("deepest", reached))
+        if not self.done():     # it would have gone on: deeper, or climbing longer
+            s.emit(("cut", "deepening" + (f", at {reached}x the constructions' base length" if reached else "")))
 
     def round(self, scale: int, until: float) -> bool:
         """The pairs of this round that still fit, at ``scale``; False when none ran.  An adaptive construction runs

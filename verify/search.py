@@ -103,6 +103,7 @@ class Search:
         self.cfg, self.hosts, self.emit, self.deadline = cfg, hosts, emit, deadline
         self.k = cfg.k
         self.cache: dict[tuple, tuple[float, dict]] = {}
+        self.found_by: dict[tuple, str] = {}    # trace key -> the stage that first measured it
         self.worst = -math.inf
         self.worst_trace = None
         self.search_worst: float | None = None
@@ -170,7 +171,9 @@ class Search:
     def evaluate(self, trace, source: str) -> tuple[float, dict]:
         value, details = self.objective.evaluate(trace)
         self.emit(("measured",))
-        self.cache[_trace_key(trace)] = (value, details)
+        key = _trace_key(trace)
+        self.cache[key] = (value, details)
+        self.found_by.setdefault(key, source)
         self.consider(value, trace, details, source)
         return value, details
 
@@ -220,6 +223,7 @@ class Search:
         for c in constructions("rm" if self.cfg.model == "rm" else "nm"):
             if time.monotonic() > end:
                 self.emit(("construction", c.name, "skipped: the constructions' share of the budget is spent"))
+                self.emit(("cut", f"construction {c.name!r} skipped"))
                 continue
             self.emit(("stage", f"construction {c.name!r}"))
             self.run_construction(c, f"construction {c.name!r}")
@@ -302,6 +306,7 @@ class Search:
         except _OutOfTime:
             self.emit(("note", f"the targeted search stopped after {self.examples} of {self.cfg.examples} examples "
                                f"(its share of the budget)"))
+            self.emit(("cut", f"the targeted search, after {self.examples} of {self.cfg.examples} examples"))
         except (_Stop, _PolicyFault):
             pass
         except Exception as exc:  # noqa: BLE001 -- hypothesis' own errors (e.g. a flaky failure)
@@ -341,10 +346,11 @@ class Search:
             start = self.smallest_hit
             start_value = self.cache[_trace_key(start)][0]
         hit = self._hit(start_value)
+        label = f"shrinking the counterexample found by {self.found_by.get(_trace_key(start), 'the search')}"
 
         def violates(trace) -> bool:
             cached = self.cache.get(_trace_key(trace))
-            value = cached[0] if cached is not None else self.evaluate_guarded(trace, "shrinking")
+            value = cached[0] if cached is not None else self.evaluate_guarded(trace, label)
             if self.stopped:
                 raise _Stop()
             return hit(value)
@@ -356,6 +362,8 @@ class Search:
         value, details = self.cache[_trace_key(small)]
         self.emit(("shrunk", value, small, details))
         self.emit(("minimal", complete, start.T))
+        if not complete:
+            self.emit(("cut", f"the local minimization, at {small.T} of {start.T} steps"))
 
     def _hit(self, best: float):
         """What a shrunk trace must keep: a value above the bound (``bound``, ``premise``), or the value ``best``
@@ -377,7 +385,7 @@ class Search:
             cached = self.cache.get(_trace_key(trace))
             if cached is None:
                 try:
-                    value, details = self.evaluate(trace, "shrinking")
+                    value, details = self.evaluate(trace, "shrinking the targeted search's example")
                 except BaseException as exc:  # noqa: BLE001
                     kind, message = self.fault_of(exc)
                     self.emit(("finding", kind, message, trace))
@@ -399,6 +407,7 @@ class Search:
         except _OutOfTime:
             self.emit(("note", "shrinking was cut short by the budget (the smallest trace so far is reported)"
                        if found else "the budget ran out before the example to shrink came up again"))
+            self.emit(("cut", "shrinking with hypothesis"))
         except _Stop:
             pass
         except Exception as exc:  # noqa: BLE001
