@@ -11,6 +11,8 @@ sees them.  Each states what is known about it:
   on traces long enough to reach the switch.
 - :class:`PeriodicMRU` -- LRU, except that every ``period``-th eviction drops the most recently used item: the
   adversary re-requests that item, so the ratio exceeds ``k`` (a flaw on one eviction in ``period``).
+- :class:`StickyResidue`, :class:`LargeIdMRU` -- LRU with a flaw keyed on id values (a residue, a threshold): only
+  a search whose ids take such values finds them (:mod:`adversary.relabel`).
 - :class:`LateHeavyDrop` -- no-refetch (NM): R-LRU-H (paper Section 7) for ``switch_after`` evictions, then it
   drops the most recently heavy resident token instead of the least recently attended light one, which breaks Theorem 4's tail bound on traces inside
   the premise.
@@ -147,3 +149,32 @@ class LateHeavyDrop(RLRUH):
             return super().victim(t, protected)
         self._expire(t)
         return next(reversed(self._heavy)) if self._heavy else self._light.min()
+
+
+@dataclass
+class StickyResidue(_Recency):
+    """LRU, except that an item whose id is ``residue`` modulo ``modulus`` is never evicted while another resident
+    can be: such an item pins one of the ``k`` slots, and cycling over ``k`` other items then faults every time
+    against an optimum that faults about once per ``k - 1`` requests -- a ratio above ``k``, on traces whose ids hit
+    the residue (the constructions' and the search's small ids, ``0 ... 3k``, never do at ``k <= 3``)."""
+
+    modulus: int = 16
+    residue: int = 11
+    name = "StickyResidue"
+
+    def victim(self, t, protected):
+        free = [i for i in self._order if i % self.modulus != self.residue and i not in protected]
+        return free[0] if free else self.least_recent(protected)
+
+
+@dataclass
+class LargeIdMRU(_Recency):
+    """LRU on ids below ``threshold``; when the least recently used resident has an id at or above it, the most
+    recently used one goes instead (MRU, unbounded ratio) -- a flaw only traces with large ids reach."""
+
+    threshold: int = 10 ** 6
+    name = "LargeIdMRU"
+
+    def victim(self, t, protected):
+        lru = self.least_recent(protected)
+        return self.most_recent(protected) if lru >= self.threshold else lru

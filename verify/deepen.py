@@ -12,7 +12,8 @@ Rounds
 Climbing (recompute model)
     Between rounds, :class:`Climber` runs a hill-climbing search on unit paging traces of the round's length: the
     current trace is mutated (a request changed, a motif of the trace tiled over a segment, a segment copied
-    elsewhere, two neighbours swapped) and the mutant kept when its value is at least the current one, so plateaus
+    elsewhere, two neighbours swapped, one item renamed everywhere by an id of :mod:`adversary.relabel`'s families)
+    and the mutant kept when its value is at least the current one, so plateaus
     are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  When no
     construction fits any more, the climber gets the rest of the budget.
 
@@ -27,7 +28,7 @@ import time
 
 import numpy as np
 
-from adversary import constructions
+from adversary import constructions, relabel
 from adversary.warmups import NM_WARMUPS, RM_WARMUPS, nm_warmup, rm_warmup
 from kvcore.traces import PagingTrace
 
@@ -155,12 +156,11 @@ class Climber:
 
     def mutate(self, items: np.ndarray) -> np.ndarray:
         out, rng, n = items.copy(), self.rng, items.size
-        universe = 2 * self.s.k + 1
         span = int(min(n, max(2, rng.geometric(4.0 / n) if n > 4 else n)))
         a = int(rng.integers(0, n - span + 1))
-        move = rng.integers(4)
-        if move == 0:                                    # one request changed
-            out[int(rng.integers(n))] = rng.integers(universe)
+        move = rng.integers(5 if relabel.ID_FAMILIES else 4)
+        if move == 0:                                    # one request changed: to an id of the trace, or a new one
+            out[int(rng.integers(n))] = self.some_id(items)
         elif move == 1:                                  # a motif of the trace tiled over a segment
             m = int(rng.integers(2, 2 * self.s.k + 3))
             b = int(rng.integers(0, max(1, n - m)))
@@ -168,7 +168,20 @@ class Climber:
         elif move == 2:                                  # a segment copied elsewhere
             b = int(rng.integers(0, n - span + 1))
             out[b:b + span] = items[a:a + span]
-        else:                                            # two neighbours swapped
+        elif move == 3:                                  # two neighbours swapped
             i = int(rng.integers(max(1, n - 1)))
             out[i], out[min(i + 1, n - 1)] = items[min(i + 1, n - 1)], items[i]
+        else:                                            # one item renamed everywhere, by an id of some family
+            old = items[int(rng.integers(n))]
+            family = relabel.ID_FAMILIES[int(rng.integers(len(relabel.ID_FAMILIES)))]
+            new = int(relabel.new_ids(1, family, rng)[0])
+            if new not in set(np.unique(items).tolist()):
+                out[items == old] = new
         return out
+
+    def some_id(self, items: np.ndarray) -> int:
+        """An id of ``items`` (3 times in 4), else a new small one (``k + 1 ... 3 k``): the climber may widen the
+        alphabet a little, and renaming gives the new ids their values."""
+        if self.rng.random() < 0.75:
+            return int(items[int(self.rng.integers(items.size))])
+        return int(self.rng.integers(self.s.k + 1, 3 * self.s.k + 1))

@@ -6,8 +6,9 @@ Stages
     1. every registered construction of the model (:data:`adversary.CONSTRUCTIONS`; NM ones are projected onto
        the premise in ``premise`` mode), each followed by the information-rule check
        :func:`verify.check.assert_prefix_consistent`; none starts after ``CONSTRUCTION_SHARE`` of the budget (those
-       are named as skipped);
-    2. a targeted search: every example reports its value to ``hypothesis.target`` so generation climbs toward
+       are named as skipped); then (RM) each construction's trace renamed by every id family of
+       :mod:`adversary.relabel`;
+    2. a targeted search (its traces' items renamed by an id family, or not): every example reports its value to ``hypothesis.target`` so generation climbs toward
        the worst case (Loscher & Sagonas, "Targeted property-based testing", ISSTA 2017), seeded by ``seed``;
     3. deepening (:mod:`verify.deepen`): the constructions at doubling lengths, after warm-ups, and a climbing
        search, until a violation is found or the budget is spent (the longest trace measured is reported);
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import policies
-from adversary import constructions
+from adversary import constructions, relabel
 from kvcore.errors import ContractViolation, ParameterError
 from kvcore.measure import CONFIDENCE, REL_TOL, measure, within
 from kvcore.traces import PagingTrace
@@ -229,6 +230,27 @@ class Search:
             self.run_construction(c, f"construction {c.name!r}")
             if self.stopped:
                 return
+        if self.cfg.model == "rm":
+            self.renamed_constructions(end)
+
+    def renamed_constructions(self, end: float) -> None:
+        """Every RM construction's trace (as built for the policy, at the base length) again under the ids of each
+        of :data:`adversary.relabel.ID_FAMILIES`: a policy keyed on id values meets its own worst cases renamed."""
+        for c in constructions("rm"):
+            built = None
+            for family in relabel.ID_FAMILIES:
+                if time.monotonic() > end or self.stopped:
+                    return
+                label = f"construction {c.name!r} with {family} ids"
+                trace = None
+                try:
+                    built = built if built is not None else c.built(self.k, self.make)
+                    trace = relabel.relabel(built, family, self.cfg.seed)
+                    self.evaluate(trace, label)
+                    for h in self.hosts.values():
+                        h.finish()
+                except BaseException as exc:  # noqa: BLE001
+                    self._record_failure(exc, trace, label, deep=True)
 
     def run_construction(self, c, label: str, scale: int = 1, prefix=None, deep: bool = False) -> bool:
         """Build construction ``c`` at ``scale`` after ``prefix`` and evaluate it (at the base length, check the
