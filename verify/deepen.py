@@ -14,8 +14,10 @@ Climbing (recompute model)
     current trace is mutated (a request changed, a motif of the trace tiled over a segment, a segment copied
     elsewhere, two neighbours swapped, one item renamed everywhere by an id of :mod:`adversary.relabel`'s families)
     and the mutant kept when its value is at least the current one, so plateaus
-    are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  When no
-    construction fits any more, the climber gets the rest of the budget.
+    are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  Beside it, the
+    periodic climber (:mod:`verify.periodic`) climbs over short periods judged repeated -- first, for
+    ``PERIODIC_FIRST_SHARE`` of the stage, then in the slices between rounds.  When no construction
+    fits any more, the two climbers take the rest of the budget in turns.
 
 Every trace goes through the search's ``evaluate`` (so the worst value, the events and the cache are shared); the
 longest trace measured is reported.  The NM model has no climber: its rounds are the constructions and warm-ups.
@@ -32,10 +34,15 @@ from adversary import constructions, relabel
 from adversary.warmups import NM_WARMUPS, RM_WARMUPS, nm_warmup, rm_warmup
 from kvcore.traces import PagingTrace
 
+from .periodic import PeriodClimber
+
 GROWTH = 2                  # each round doubles the constructions' length
 MAX_SCALE = 2 ** 14         # at k = 3 that is about 10^6 requests per RM construction
 CLIMB_SHARE = 0.25          # the climber's slice per round, as a share of the round's constructions' time
-CLIMB_MIN_SECONDS = 0.5     # ... and at least this
+CLIMB_MIN_SECONDS = 0.5     # ... and at least this (for each climber)
+CLIMB_SLICE_SECONDS = 4.0   # once no construction fits: the climbers take turns in slices this long
+PERIODIC_SHARE = 0.5        # of each slice, for the periodic climber
+PERIODIC_FIRST_SHARE = 0.3  # of the deepening stage's time, for the periodic climber before the first round
 
 
 def base_length(k: int, model: str) -> int:
@@ -52,6 +59,7 @@ class Deepening:
         self.last: dict[tuple, tuple[float, int]] = {}     # (construction, warm-up) -> (seconds, scale) last run
         self.dropped: set[tuple] = set()
         self.climber = Climber(search) if self.model == "rm" else None
+        self.periodic = PeriodClimber(search) if self.model == "rm" else None
 
     def done(self) -> bool:
         s = self.s
@@ -61,19 +69,24 @@ class Deepening:
         s = self.s
         s.emit(("stage", "deepening"))
         scale, reached = GROWTH, None
+        if self.periodic is not None:   # first: a repeated short period is the commonest shape of a violation
+            self.periodic.climb(time.monotonic() + PERIODIC_FIRST_SHARE * (until - time.monotonic()))
         while scale <= MAX_SCALE and not self.done() and time.monotonic() < until:
             started = time.monotonic()
             ran = self.round(scale, until)
             reached = scale if ran else reached
             if self.climber is not None and not self.done():
-                slice_end = min(until, time.monotonic() + max(CLIMB_MIN_SECONDS,
-                                                                     CLIMB_SHARE * (time.monotonic() - started)))
-                self.climber.climb(base_length(s.k, "rm") * scale, slice_end)
+                climb = max(CLIMB_MIN_SECONDS, CLIMB_SHARE * (time.monotonic() - started))
+                self.periodic.climb(min(until, time.monotonic() + climb))
+                self.climber.climb(base_length(s.k, "rm") * scale, min(until, time.monotonic() + climb))
             if not ran:
                 break
             scale *= GROWTH
-        if self.climber is not None and not self.done() and time.monotonic() < until:
-            self.climber.climb(self.climber.length or base_length(s.k, "rm"), until)
+        while self.climber is not None and not self.done() and time.monotonic() < until:
+            # what is left: the two climbers in turn, PERIODIC_SHARE of each slice on periods
+            slice_end = min(until, time.monotonic() + CLIMB_SLICE_SECONDS)
+            self.periodic.climb(time.monotonic() + PERIODIC_SHARE * (slice_end - time.monotonic()))
+            self.climber.climb(self.climber.length or base_length(s.k, "rm"), slice_end)
         if reached is not None:
             s.emit(("deepest", reached))
         if not self.done():     # it would have gone on: deeper, or climbing longer
