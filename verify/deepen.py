@@ -15,9 +15,14 @@ Climbing (recompute model)
     elsewhere, two neighbours swapped, one item renamed everywhere by an id of :mod:`adversary.relabel`'s families)
     and the mutant kept when its value is at least the current one, so plateaus
     are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  Beside it, the
-    periodic climber (:mod:`verify.periodic`) climbs over short periods judged repeated -- first, for
-    ``PERIODIC_FIRST_SHARE`` of the stage, then in the slices between rounds.  When no construction
+    periodic climber (:mod:`verify.periodic`) climbs over short periods judged repeated -- after the first round
+    and the depth probe, for ``PERIODIC_FIRST_SHARE`` of what is left, then in the slices between rounds.  When no construction
     fits any more, the two climbers take the rest of the budget in turns.
+Depth probe
+    After the first round, the first adaptive construction runs once alone at the largest scale that fits in
+    ``DEPTH_PROBE_SHARE`` of what is left (:meth:`Deepening.probe`), so the longest trace does not wait for every
+    pair of every round: about 10^5 requests or more at the default budget for a plain-Python policy in its own
+    process.
 
 Every trace goes through the search's ``evaluate`` (so the worst value, the events and the cache are shared); the
 longest trace measured is reported.  The NM model has no climber: its rounds are the constructions and warm-ups.
@@ -42,7 +47,8 @@ CLIMB_SHARE = 0.25          # the climber's slice per round, as a share of the r
 CLIMB_MIN_SECONDS = 0.5     # ... and at least this (for each climber)
 CLIMB_SLICE_SECONDS = 4.0   # once no construction fits: the climbers take turns in slices this long
 PERIODIC_SHARE = 0.5        # of each slice, for the periodic climber
-PERIODIC_FIRST_SHARE = 0.3  # of the deepening stage's time, for the periodic climber before the first round
+PERIODIC_FIRST_SHARE = 0.4  # of what is left after the depth probe, for the periodic climber before round 2
+DEPTH_PROBE_SHARE = 0.5     # of what is left after the first round, for one adaptive construction as long as fits
 
 
 def base_length(k: int, model: str) -> int:
@@ -69,8 +75,6 @@ class Deepening:
         s = self.s
         s.emit(("stage", "deepening"))
         scale, reached = GROWTH, None
-        if self.periodic is not None:   # first: a repeated short period is the commonest shape of a violation
-            self.periodic.climb(time.monotonic() + PERIODIC_FIRST_SHARE * (until - time.monotonic()))
         while scale <= MAX_SCALE and not self.done() and time.monotonic() < until:
             started = time.monotonic()
             ran = self.round(scale, until)
@@ -81,6 +85,10 @@ class Deepening:
                 self.climber.climb(base_length(s.k, "rm") * scale, min(until, time.monotonic() + climb))
             if not ran:
                 break
+            if scale == GROWTH:     # after the first round: depth first, then periods
+                self.probe(until)
+                if self.periodic is not None and not self.done():
+                    self.periodic.climb(time.monotonic() + PERIODIC_FIRST_SHARE * (until - time.monotonic()))
             scale *= GROWTH
         while self.climber is not None and not self.done() and time.monotonic() < until:
             # what is left: the two climbers in turn, PERIODIC_SHARE of each slice on periods
@@ -118,6 +126,29 @@ class Deepening:
                 if s.stopped:
                     return ran
         return ran
+
+    def probe(self, until: float) -> None:
+        """Depth first: the first adaptive construction, alone, at the largest scale whose run -- predicted from its
+        last run, linear in the length -- fits in ``DEPTH_PROBE_SHARE`` of what is left, again while a longer one
+        fits, so a flaw
+        that needs 10^5 requests is reached within the budget however slow the policy's rounds are."""
+        s = self.s
+        adaptive = [c for c in constructions(self.model) if c.adaptive]
+        if not adaptive or (adaptive[0].name, None) not in self.last or self.done():
+            return
+        c = adaptive[0]
+        end = time.monotonic() + DEPTH_PROBE_SHARE * (until - time.monotonic())
+        while not self.done():      # again from each run's timing: a short run overestimates the cost per request
+            seconds, at_scale = self.last[(c.name, None)]
+            scale = at_scale
+            while scale * GROWTH <= MAX_SCALE and seconds * scale * GROWTH / at_scale <= end - time.monotonic():
+                scale *= GROWTH
+            if scale == at_scale:
+                return
+            t0 = time.monotonic()
+            if not s.run_construction(c, f"construction {c.name!r} x{scale} (depth probe)", scale, None, deep=True):
+                return
+            self.last[(c.name, None)] = (time.monotonic() - t0, scale)
 
     def warmup(self, kind: str | None, scale: int):
         if kind is None:

@@ -112,6 +112,8 @@ def format_report(rep: FuzzReport) -> str:
             lines.append(f"               {rep.shrunk_trace.T} steps, from {rep.shrunk_from}: " + (
                 "locally minimal (removing any one step loses the violation)" if rep.shrunk_minimal else
                 "the budget ran out before it was locally minimal (the smallest trace so far is reported)"))
+        for step in rep.shrunk_how:
+            lines.append(f"               {step}")
     if rep.finding:
         text = rep.message if rep.message.startswith(rep.finding) else f"{rep.finding}: {rep.message}"
         lines.append(f"finding:       {text}")

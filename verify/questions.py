@@ -49,6 +49,8 @@ def _rm_strategy(k: int):
     n = k + 2
     traces = st.one_of(repeated_motif_traces(n, max_repeat=_cap(2 * k * k, 256)),
                        paging_traces(max_items=n, min_steps=_cap(k + 1, 64), max_steps=_cap(10 * n, 400)))
+    if not ids.ID_FAMILIES:
+        return traces
     return st.builds(ids.relabel, traces, st.sampled_from((None,) + ids.ID_FAMILIES), st.integers(0, 2 ** 32 - 1))
 
 

@@ -54,6 +54,8 @@ class FuzzReport:
     shrunk_details: dict = field(default_factory=dict)
     shrunk_minimal: bool | None = None     # removing any one step loses the violation (None: not shrunk that far)
     shrunk_from: int | None = None         # length of the trace the local minimization started from
+    shrunk_how: list[str] = field(default_factory=list)    # what the shrinking did, in order, and why it stopped
+    shrink_seconds: float | None = None    # the time the shrinking had: what was left of the budget
     longest_trace: int = 0                 # the longest trace measured, in steps
     deepest_scale: int | None = None       # the last scale the deepening stage reached
     first_violation_seconds: float | None = None   # seconds from the start to the first value above the bound
@@ -159,6 +161,8 @@ class FuzzReport:
             self.shrunk, self.shrunk_trace, self.shrunk_details = rest
         elif kind == "minimal":
             self.shrunk_minimal, self.shrunk_from = rest
+        elif kind == "shrunk_how":
+            self.shrunk_how, self.shrink_seconds = rest
         elif kind == "longest":
             self.longest_trace = rest[0]
         elif kind == "deepest":
@@ -194,7 +198,8 @@ class FuzzReport:
                 "worst_details": self.worst_details, "worst_trace": trace(self.worst_trace),
                 "shrunk": num(self.shrunk), "shrunk_details": self.shrunk_details,
                 "shrunk_trace": trace(self.shrunk_trace), "shrunk_minimal": self.shrunk_minimal,
-                "shrunk_from": self.shrunk_from, "shrunk_length": None if self.shrunk_trace is None else
+                "shrunk_from": self.shrunk_from, "shrunk_how": self.shrunk_how,
+                "shrink_seconds": self.shrink_seconds, "shrunk_length": None if self.shrunk_trace is None else
                 self.shrunk_trace.T, "longest_trace": self.longest_trace, "deepest_scale": self.deepest_scale,
                 "first_violation_seconds": None if self.first_violation_seconds is None else
                 round(self.first_violation_seconds, 3),

@@ -6,8 +6,8 @@ Stages
     1. every registered construction of the model (:data:`adversary.CONSTRUCTIONS`; NM ones are projected onto
        the premise in ``premise`` mode), each followed by the information-rule check
        :func:`verify.check.assert_prefix_consistent`; none starts after ``CONSTRUCTION_SHARE`` of the budget (those
-       are named as skipped); then (RM) each construction's trace renamed by every id family of
-       :mod:`adversary.relabel`;
+       are named as skipped); then (RM) each construction's trace renamed by an id family of
+       :mod:`adversary.relabel`, the families in turn;
     2. a targeted search (its traces' items renamed by an id family, or not): every example reports its value to ``hypothesis.target`` so generation climbs toward
        the worst case (Loscher & Sagonas, "Targeted property-based testing", ISSTA 2017), seeded by ``seed``;
     3. deepening (:mod:`verify.deepen`): the constructions at doubling lengths, after warm-ups, and a climbing
@@ -45,7 +45,7 @@ from .deepen import Deepening
 from .isolated import PolicyFailed, PolicyHost, PolicyTimeout
 from .questions import QUESTIONS, SEEDS
 from .report import POLICY_FINDINGS
-from .shrink import minimize
+from .shrink import minimize, structured
 
 CONSTRUCTION_SHARE = 0.5    # of the budget, at most, for the constructions
 SEARCH_SHARE = 0.25         # of what is left, at most, for the targeted search (deepening needs the rest)
@@ -234,23 +234,23 @@ class Search:
             self.renamed_constructions(end)
 
     def renamed_constructions(self, end: float) -> None:
-        """Every RM construction's trace (as built for the policy, at the base length) again under the ids of each
-        of :data:`adversary.relabel.ID_FAMILIES`: a policy keyed on id values meets its own worst cases renamed."""
-        for c in constructions("rm"):
-            built = None
-            for family in relabel.ID_FAMILIES:
-                if time.monotonic() > end or self.stopped:
-                    return
-                label = f"construction {c.name!r} with {family} ids"
-                trace = None
-                try:
-                    built = built if built is not None else c.built(self.k, self.make)
-                    trace = relabel.relabel(built, family, self.cfg.seed)
-                    self.evaluate(trace, label)
-                    for h in self.hosts.values():
-                        h.finish()
-                except BaseException as exc:  # noqa: BLE001
-                    self._record_failure(exc, trace, label, deep=True)
+        """Every RM construction's trace (as built for the policy, at the base length) again, its items renamed by
+        the ids of one of :data:`adversary.relabel.ID_FAMILIES`, each family in turn: a policy keyed on id values
+        meets its own worst cases renamed (one family each: a randomized policy's measurement is not cheap)."""
+        families = relabel.ID_FAMILIES
+        for n, c in enumerate(constructions("rm") if families else ()):
+            if time.monotonic() > end or self.stopped:
+                return
+            family = families[(n + self.cfg.seed) % len(families)]
+            label = f"construction {c.name!r} with {family} ids"
+            trace = None
+            try:
+                trace = relabel.relabel(c.built(self.k, self.make), family, self.cfg.seed)
+                self.evaluate(trace, label)
+                for h in self.hosts.values():
+                    h.finish()
+            except BaseException as exc:  # noqa: BLE001
+                self._record_failure(exc, trace, label, deep=True)
 
     def run_construction(self, c, label: str, scale: int = 1, prefix=None, deep: bool = False) -> bool:
         """Build construction ``c`` at ``scale`` after ``prefix`` and evaluate it (at the base length, check the
@@ -377,13 +377,18 @@ class Search:
                 raise _Stop()
             return hit(value)
 
+        seconds = self.deadline - time.monotonic()
         try:
-            small, complete = minimize(start, violates, self.deadline, self.objective.admissible)
+            smaller, how = structured(start, violates, self.deadline)
+            small, complete = minimize(smaller, violates, self.deadline, self.objective.admissible)
         except _Stop:
             return
         value, details = self.cache[_trace_key(small)]
+        how.append("delta debugging: locally minimal (removing any one step loses the violation)" if complete else
+                   f"delta debugging: cut short by the budget at {small.T} steps, so not known to be locally minimal")
         self.emit(("shrunk", value, small, details))
         self.emit(("minimal", complete, start.T))
+        self.emit(("shrunk_how", how, round(seconds, 2)))
         if not complete:
             self.emit(("cut", f"the local minimization, at {small.T} of {start.T} steps"))
 
