@@ -89,7 +89,7 @@ def _fmt(x) -> str:
 
 def print_table(rows: list[dict], seconds: float) -> None:
     print(f"fuzzer power: python -m verify TARGET --capacity K --model M --seconds {seconds:g} (defaults otherwise)")
-    print(f"{'policy':<14}{'model':<6}{'k':>2}  {'found':>9} {'bound':>6}  {'first found':>11}  {'longest':>8}  "
+    print(f"{'policy':<24}{'model':<6}{'k':>2}  {'found':>9} {'bound':>6}  {'first found':>11}  {'longest':>8}  "
           f"{'shrunk':>10}  {'wall':>6}  verdict (expected)   true worst value")
     for r in rows:
         first = "-" if r["first_violation_seconds"] is None else f"{r['first_violation_seconds']:.1f} s"
@@ -97,11 +97,11 @@ def print_table(rows: list[dict], seconds: float) -> None:
             f"{r['shrunk_length']}" + (" min" if r["shrunk_minimal"] else " cut"))
         expect = "flag" if r["flawed"] else "pass"
         ok = "ok" if r["as_expected"] else "WRONG"
-        print(f"{r['case']:<14}{r['model']:<6}{r['k']:>2}  {_fmt(r['found']):>9} {_fmt(r['bound']):>6}  "
+        print(f"{r['case']:<24}{r['model']:<6}{r['k']:>2}  {_fmt(r['found']):>9} {_fmt(r['bound']):>6}  "
               f"{first:>11}  {r['longest_trace']:>8}  {shrunk:>10}  {r['seconds']:>4.0f} s  "
               f"{r['verdict']} ({expect}: {ok})   {r['truth']}")
         if r["found_by"]:
-            print(f"{'':<14}found by {r['found_by']}")
+            print(f"{'':<24}found by {r['found_by']}")
 
 
 def add_arguments(p) -> None:
