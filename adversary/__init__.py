@@ -18,7 +18,8 @@ from .decoy_sleeper import (DecoyRoles, SleeperBlock, decoy_and_sleeper, decoy_a
                             decoy_and_sleeper_rm_blocks, decoy_and_sleeper_roles)
 from .lfu_priming import lfu_priming, lfu_priming_attention, lfu_priming_attention_targets
 from .lower_bounds import (adaptive_k_plus_one, adaptive_k_plus_one_nm, cyclic_k_plus_one, marking_phases,
-                           oblivious_k_plus_one_nm, phase_starts, two_new_per_phase, uniform_k_plus_one)
+                           oblivious_k_plus_one_nm, phase_starts, second_chance_breaker, two_new_per_phase,
+                           uniform_k_plus_one)
 from .persistence import (attention_sinks, enforce_chain_persistence, enforce_persistence, heavy_union_size, idle_token_spike,
                           observed_union_max, persistence_holds, persistence_violations, persistent_attention,
                           stationary_zipf_trace, tail_mass, tail_mass_per_step, zipf_focus_attention, zipf_weights)
@@ -40,7 +41,7 @@ __all__ = [
     "decoy_and_sleeper_rm_blocks", "decoy_and_sleeper_roles", "enforce_persistence", "grid_access_graph",
     "heavy_union_size", "idle_token_spike", "lfu_priming", "lfu_priming_attention", "lfu_priming_attention_targets",
     "marking_phases", "path_access_graph", "persistence_holds", "persistence_violations", "persistent_attention",
-    "phase_starts", "random_access_graph", "random_walk", "star_access_graph", "tail_mass", "tail_mass_per_step",
-    "topic_shift", "tree_access_graph", "uniform_k_plus_one", "walk_follows_edges", "zipf_focus_attention",
+    "phase_starts", "random_access_graph", "random_walk", "second_chance_breaker", "star_access_graph", "tail_mass",
+    "tail_mass_per_step", "topic_shift", "tree_access_graph", "uniform_k_plus_one", "walk_follows_edges", "zipf_focus_attention",
     "zipf_weights",
 ]

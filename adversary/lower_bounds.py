@@ -228,3 +228,18 @@ def two_new_per_phase(k: int, phases: int, seed: int | np.random.Generator | Non
         seq.extend(phase)
         evicted, parked = parked, left_out[1]
     return PagingTrace.unit(np.asarray(seq, dtype=np.int64), f"two_new_per_phase(k={k}, phases={phases})")
+
+
+# One period of a unit paging trace over 4 items on which second-chance Clock with a newly admitted page's bit cleared
+# (policies/clock.py) faults 16 times at k = 3, every period alike, and the optimum 5 (found by hill climbing on that
+# Clock's ratio, then shrunk request by request while the excess over 3 x OPT kept growing with the repeats;
+# tests/test_clock.py recomputes both counts with the engine and the exact optimum).
+SECOND_CHANCE_PERIOD = (1, 0, 2, 3, 1, 2, 3, 1, 0, 2, 3, 3, 2, 1, 0, 1, 1, 2, 3, 0, 2, 3, 3, 2, 0)
+
+
+def second_chance_breaker(repeats: int) -> PagingTrace:
+    """:data:`SECOND_CHANCE_PERIOD` repeated ``repeats`` times: Clock-new-unreferenced's cost is ``16 r`` against an
+    optimum of ``5 r + 2`` at ``k = 3``, so its excess over ``3 OPT`` is ``r - 6`` and grows without bound: no additive
+    constant makes it 3-competitive."""
+    integer(repeats, "repeats", 1)
+    return PagingTrace.unit(np.tile(np.asarray(SECOND_CHANCE_PERIOD, dtype=np.int64), repeats))

@@ -44,12 +44,16 @@ SUITE = (
     Case("LRU", "LRU", 3, "rm", "3 (= k, approached by the cyclic sequence)", False),
     Case("FIFO", "FIFO", 3, "rm", "3 (= k)", False),
     Case("MarkingFIFO", "bench.power_policies:MarkingFIFO", 3, "rm", "at most 3 (a marking policy)", False),
-    Case("Clock", "bench.power_policies:Clock", 3, "rm", "at least 16/5 (second_chance_breaker)", True),
+    Case("Clock-new-referenced", "Clock-new-referenced", 3, "rm", "at most 3 (conservative)", False),
+    Case("Clock-new-unreferenced", "Clock-new-unreferenced", 3, "rm", "at least 16/5 (second_chance_breaker)", True),
     Case("LIFO", "LIFO", 3, "rm", "unbounded", True),
     Case("LFU", "LFU", 3, "rm", "unbounded", True),
     Case("LateLIFO", "bench.power_policies:LateLIFO", 3, "rm",
          "unbounded, after 5000 evictions (LRU before: 3)", True),
     Case("PeriodicMRU", "bench.power_policies:PeriodicMRU", 3, "rm", "above 3 (one eviction in 5 is MRU)", True),
+    Case("StickyResidue", "bench.power_policies:StickyResidue", 3, "rm", "above 3 (ids = 11 mod 16 pinned)", True),
+    Case("LargeIdMRU", "bench.power_policies:LargeIdMRU", 3, "rm", "unbounded (MRU once an id >= 10^6 is LRU)",
+         True),
     Case("R-LRU-H", "R-LRU-H", 4, "nm", "<= 0 inside the premise (Theorem 4)", False),
     Case("LateHeavyDrop", "bench.power_policies:LateHeavyDrop", 4, "nm",
          "above 0 once it drops heavy tokens (after 2000 evictions)", True),
@@ -85,7 +89,7 @@ def _fmt(x) -> str:
 
 def print_table(rows: list[dict], seconds: float) -> None:
     print(f"fuzzer power: python -m verify TARGET --capacity K --model M --seconds {seconds:g} (defaults otherwise)")
-    print(f"{'policy':<14}{'model':<6}{'k':>2}  {'found':>9} {'bound':>6}  {'first found':>11}  {'longest':>8}  "
+    print(f"{'policy':<24}{'model':<6}{'k':>2}  {'found':>9} {'bound':>6}  {'first found':>11}  {'longest':>8}  "
           f"{'shrunk':>10}  {'wall':>6}  verdict (expected)   true worst value")
     for r in rows:
         first = "-" if r["first_violation_seconds"] is None else f"{r['first_violation_seconds']:.1f} s"
@@ -93,11 +97,11 @@ def print_table(rows: list[dict], seconds: float) -> None:
             f"{r['shrunk_length']}" + (" min" if r["shrunk_minimal"] else " cut"))
         expect = "flag" if r["flawed"] else "pass"
         ok = "ok" if r["as_expected"] else "WRONG"
-        print(f"{r['case']:<14}{r['model']:<6}{r['k']:>2}  {_fmt(r['found']):>9} {_fmt(r['bound']):>6}  "
+        print(f"{r['case']:<24}{r['model']:<6}{r['k']:>2}  {_fmt(r['found']):>9} {_fmt(r['bound']):>6}  "
               f"{first:>11}  {r['longest_trace']:>8}  {shrunk:>10}  {r['seconds']:>4.0f} s  "
               f"{r['verdict']} ({expect}: {ok})   {r['truth']}")
         if r["found_by"]:
-            print(f"{'':<14}found by {r['found_by']}")
+            print(f"{'':<24}found by {r['found_by']}")
 
 
 def add_arguments(p) -> None:

@@ -4,10 +4,6 @@ None of them is registered: the fuzzer loads them by ``module:Class`` (``bench.p
 as it loads a user's policy, so they run in their own process and the registry (and every claim built on it) never
 sees them.  Each states what is known about it:
 
-- :class:`Clock` -- second chance (Corbato 1968).  Issue 32 listed it as ``k``-competitive, like FIFO; it is not:
-  it is neither conservative nor a marking policy (a reference bit set before a phase can save an item the phase
-  never requests, so a requested one goes), and on :func:`second_chance_breaker` at ``k = 3`` it faults 16 times per
-  25-request period against the optimum's 5, so its ratio tends to 16/5 > 3.  Flawed: the fuzzer should flag it.
 - :class:`MarkingFIFO` -- a deterministic marking policy (Fiat, Karp, Luby, McGeoch, Sleator & Young, J. Algorithms
   1991): it never evicts an item requested in the current phase, so it is ``k``-competitive.  Sound: the fuzzer
   must not flag it.
@@ -15,6 +11,8 @@ sees them.  Each states what is known about it:
   on traces long enough to reach the switch.
 - :class:`PeriodicMRU` -- LRU, except that every ``period``-th eviction drops the most recently used item: the
   adversary re-requests that item, so the ratio exceeds ``k`` (a flaw on one eviction in ``period``).
+- :class:`StickyResidue`, :class:`LargeIdMRU` -- LRU with a flaw keyed on id values (a residue, a threshold): only
+  a search whose ids take such values finds them (:mod:`adversary.relabel`).
 - :class:`LateHeavyDrop` -- no-refetch (NM): R-LRU-H (paper Section 7) for ``switch_after`` evictions, then it
   drops the most recently heavy resident token instead of the least recently attended light one, which breaks Theorem 4's tail bound on traces inside
   the premise.
@@ -24,50 +22,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from kvcore.traces import PagingTrace
 from policies.base import Policy
 from policies.rlruh import RLRUH
-
-# One period of a unit paging trace over 4 items on which Clock at k = 3 faults 16 times, every period alike, and the
-# optimum 5 (found by hill climbing on Clock's ratio, then shrunk request by request while the excess over 3 x OPT
-# kept growing with the repeats; the tests recompute both counts with the engine and the exact optimum).
-SECOND_CHANCE_PERIOD = (1, 0, 2, 3, 1, 2, 3, 1, 0, 2, 3, 3, 2, 1, 0, 1, 1, 2, 3, 0, 2, 3, 3, 2, 0)
-
-
-def second_chance_breaker(repeats: int) -> PagingTrace:
-    """:data:`SECOND_CHANCE_PERIOD` repeated: Clock's cost is ``16 r`` against an optimum of ``5 r + 2`` at ``k = 3``,
-    so ``Clock - 3 OPT = r - 6`` grows without bound and no additive constant makes Clock 3-competitive."""
-    return PagingTrace.unit(np.tile(np.asarray(SECOND_CHANCE_PERIOD, dtype=np.int64), repeats))
-
-
-@dataclass
-class Clock(Policy):
-    """Second chance: a hand sweeps the admission ring; a referenced item loses its bit and is passed over."""
-
-    name = "Clock"
-
-    def on_reset(self) -> None:
-        self._ring: dict[int, bool] = {}    # admission order; the value is the reference bit
-
-    def on_admit(self, t, item, cost):
-        self._ring[item] = False
-
-    def on_hit(self, t, item, cost):
-        self._ring[item] = True
-
-    def on_evict(self, t, item):
-        self._ring.pop(item, None)
-
-    def victim(self, t, protected):
-        while True:
-            item, referenced = next(iter(self._ring.items()))
-            if referenced or item in protected:   # a second chance: to the back of the ring, bit cleared
-                del self._ring[item]
-                self._ring[item] = False
-                continue
-            return item
 
 
 @dataclass
@@ -193,3 +149,32 @@ class LateHeavyDrop(RLRUH):
             return super().victim(t, protected)
         self._expire(t)
         return next(reversed(self._heavy)) if self._heavy else self._light.min()
+
+
+@dataclass
+class StickyResidue(_Recency):
+    """LRU, except that an item whose id is ``residue`` modulo ``modulus`` is never evicted while another resident
+    can be: such an item pins one of the ``k`` slots, and cycling over ``k`` other items then faults every time
+    against an optimum that faults about once per ``k - 1`` requests -- a ratio above ``k``, on traces whose ids hit
+    the residue (the constructions' and the search's small ids, ``0 ... 3k``, never do at ``k <= 3``)."""
+
+    modulus: int = 16
+    residue: int = 11
+    name = "StickyResidue"
+
+    def victim(self, t, protected):
+        free = [i for i in self._order if i % self.modulus != self.residue and i not in protected]
+        return free[0] if free else self.least_recent(protected)
+
+
+@dataclass
+class LargeIdMRU(_Recency):
+    """LRU on ids below ``threshold``; when the least recently used resident has an id at or above it, the most
+    recently used one goes instead (MRU, unbounded ratio) -- a flaw only traces with large ids reach."""
+
+    threshold: int = 10 ** 6
+    name = "LargeIdMRU"
+
+    def victim(self, t, protected):
+        lru = self.least_recent(protected)
+        return self.most_recent(protected) if lru >= self.threshold else lru

@@ -27,6 +27,7 @@ _MODULES += [
 # -- controls and wrappers the theorem modules measure (Sections 8 and 10) --
 _MODULES += ["default_fixed_ties", "sink_pinned"]
 _MODULES += ["online_min"]  # the H_k-competitive randomized paging algorithm (issue 13)
+_MODULES += ["clock"]  # second-chance Clock, both admission bits (issue 50 item 6)
 
 for _m in _MODULES:
     import_module(f"{__name__}.{_m}")

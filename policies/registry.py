@@ -135,7 +135,7 @@ def all_policies(model: str | None = None, deterministic: bool | None = None, **
 
 def resolve(spec: Any, params: dict[str, Any] | None = None) -> Callable[[], Any]:
     """The one way a policy is named: a registered name, a ``module:Class`` string (importable from the current
-    directory), a policy class, a policy instance or a zero-argument factory -> a factory of policy instances.
+    directory) or a ``path/to/file.py:Class`` string, a policy class, a policy instance or a zero-argument factory -> a factory of policy instances.
 
     ``params`` are passed to the constructor (registered names and classes only).  Every failure is one
     :class:`~kvcore.errors.ParameterError` line naming the spec: unknown name, module that cannot be imported (or
@@ -174,23 +174,65 @@ def resolve(spec: Any, params: dict[str, Any] | None = None) -> Callable[[], Any
     return factory
 
 
+TARGET_FORMS = "a registered name, module:Class or path/to/file.py:Class"
+
+
 def _import_target(spec: str) -> Any:
-    mod_name, _, attr = spec.partition(":")
+    """``module:Class`` (importable from the current directory) or ``path/to/file.py:Class`` (the file loaded as a
+    module named after its stem, its folder first on ``sys.path`` so it can import its neighbours) -> the object.
+    Every failure is one ParameterError line that ends by naming the accepted forms."""
+    mod_name, _, attr = spec.rpartition(":")   # the last colon: a path may hold one (a Windows drive letter)
+    forms = f"(a target is {TARGET_FORMS})"
     if not mod_name or not attr:
-        raise ParameterError(f"policy {spec!r}: expected NAME or module:Class")
-    if "" not in sys.path and "." not in sys.path:
-        sys.path.insert(0, "")
+        raise ParameterError(f"policy {spec!r}: expected {TARGET_FORMS}")
     try:
-        module = importlib.import_module(mod_name)
+        module = _load_file(mod_name) if _is_file_form(mod_name) else _load_module(mod_name)
     except SystemExit as exc:
-        raise ParameterError(f"policy {spec!r}: importing module {mod_name!r} called sys.exit({exc.code!r})") from None
+        raise ParameterError(f"policy {spec!r}: importing {mod_name!r} called sys.exit({exc.code!r}) {forms}") \
+            from None
     except Exception as exc:  # any failure while importing user code is reported in one line
         first = str(exc).splitlines()[0] if str(exc) else ""
-        raise ParameterError(f"policy {spec!r}: cannot import module {mod_name!r}: {type(exc).__name__}: {first}") \
+        raise ParameterError(f"policy {spec!r}: cannot import {mod_name!r}: {type(exc).__name__}: {first} {forms}") \
             from None
     obj = getattr(module, attr, None)
     if obj is None:
-        raise ParameterError(f"policy {spec!r}: module {mod_name!r} has no attribute {attr!r}")
+        raise ParameterError(f"policy {spec!r}: {mod_name!r} has no attribute {attr!r}")
     if not callable(obj):
         raise ParameterError(f"policy {spec!r}: {attr!r} is not a class or factory")
     return obj
+
+
+def _is_file_form(mod_name: str) -> bool:
+    return mod_name.endswith(".py") or "/" in mod_name or "\\" in mod_name
+
+
+def _load_module(mod_name: str):
+    if "" not in sys.path and "." not in sys.path:
+        sys.path.insert(0, "")
+    return importlib.import_module(mod_name)
+
+
+def _load_file(path_text: str):
+    """The Python file ``path_text`` as a module named after its stem (registered in ``sys.modules`` before it runs,
+    as an import would: a dataclass or a pickled object looks its module up there)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(path_text).resolve()
+    if path.suffix != ".py" or not path.is_file():
+        raise FileNotFoundError(f"no Python file {str(path)!r}")
+    name = path.stem
+    loaded = sys.modules.get(name)
+    if loaded is not None and getattr(loaded, "__file__", None) and Path(loaded.__file__).resolve() == path:
+        return loaded
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    if str(path.parent) not in sys.path:
+        sys.path.insert(0, str(path.parent))
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except BaseException:
+        sys.modules.pop(name, None)
+        raise
+    return module

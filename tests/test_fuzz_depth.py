@@ -19,7 +19,7 @@ import pytest
 import policies
 from adversary import constructions, cyclic_k_plus_one
 from adversary.warmups import concat_attention, nm_warmup, rm_warmup
-from bench.power_policies import Clock, LateLIFO, MarkingFIFO, second_chance_breaker
+from bench.power_policies import LateLIFO
 from kvcore.measure import measure, within
 from kvcore.traces import PagingTrace
 from policies.lifo import LIFO
@@ -117,22 +117,9 @@ def test_a_randomized_policy_that_breaks_its_bound_is_still_found():
     assert rep.verdict == "violates" and rep.worst > 11 / 6, rep.as_dict()
 
 
-def test_second_chance_clock_is_not_k_competitive():
-    """Clock's excess over 3 x OPT grows with the repeats of one 25-request period (engine and exact optimum), so
-    no additive constant rescues the bound; the marking policy stays within it on the same traces."""
-    excess = []
-    for r in (8, 16, 64):
-        trace = second_chance_breaker(r)
-        clock = measure(Clock, trace, 3)
-        assert (clock.costs[0], clock.opt_cost) == (16 * r, 5 * r + 2)
-        excess.append(clock.costs[0] - 3 * clock.opt_cost)
-        marking = measure(MarkingFIFO, trace, 3, opt=clock.opt)
-        assert marking.costs[0] <= 3 * marking.opt_cost
-    assert excess == sorted(excess) and excess[0] > 0 and clock.costs[0] / clock.opt_cost > 3.15
-
-
 def test_the_report_states_the_longest_trace_tried(tmp_path):
-    code, out, err = run_module("verify", "LRU", "-k", "3", "--seconds", "4", cwd=tmp_path)
+    # 8 s: a command line's budget counts from its process's start, and a loaded machine imports slowly
+    code, out, err = run_module("verify", "LRU", "-k", "3", "--seconds", "8", cwd=tmp_path)
     assert code == 0, err
     line = next(x for x in out.splitlines() if x.startswith("depth:"))
     assert int(line.split("longest trace measured ")[1].split()[0]) > 80
@@ -201,7 +188,7 @@ def test_the_power_benchmark_through_its_command_line():
     assert code == 0 and all(o in out for o in ("--seconds", "--only", "--json")), err
     code, _, err = run_module("bench.fuzz_power", "--seconds", "nan")
     assert code == 2 and len(err.strip().splitlines()) == 1 and "--seconds" in err
-    code, out, err = run_module("bench.fuzz_power", "--only", "LIFO", "--seconds", "3", "--json")
+    code, out, err = run_module("bench.fuzz_power", "--only", "LIFO", "--seconds", "8", "--json")
     row = json.loads(out)["rows"][0]
     assert code == 0 and row["flagged"] and row["as_expected"] and row["found"] > 3, err
     assert row["first_violation_seconds"] is not None and row["first_violation_seconds"] <= row["seconds"]
@@ -217,3 +204,17 @@ def test_the_climber_alone_reaches_what_the_constructions_reach(name, reach):
     climber.climb(160, time.monotonic() + 5)
     target = ratio(name, cyclic_k_plus_one(3, 160)) if reach is None else reach
     assert climber.value > (0.97 * target if reach is None else target), (climber.value, target)
+
+
+def test_the_depth_probe_reaches_long_traces_early():
+    """A plain-Python policy (no array kernel) in 12 s: the depth probe runs the adaptive construction at the
+    longest length that fits, 40,960 requests on a loaded 2-core machine, where rounds of every construction and
+    warm-up alone reached 5,120 (seen with DEPTH_PROBE_SHARE = 0)."""
+    rep = fuzz_policy("Clock-new-referenced", 3, seconds=12)
+    assert rep.verdict == "no violation found" and rep.longest_trace >= 20 * 4 * 2 ** 8, rep.as_dict()
+
+
+@pytest.mark.slow
+def test_at_the_default_budget_a_plain_python_policy_reaches_ten_to_the_five():
+    rep = fuzz_policy("Clock-new-referenced", 3)
+    assert rep.verdict == "no violation found" and rep.longest_trace >= 10 ** 5, rep.as_dict()

@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 from pathlib import Path
 
 from kvcore.command import Command, output_dir
@@ -24,8 +25,9 @@ DEFAULT_OUT = "fuzz-counterexamples"
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
     """The fuzz options, on any parser (``paper_check fuzz`` or ``python -m verify``)."""
-    p.add_argument("target", help="registered policy name (case-insensitive) or module:Class importable from the "
-                                  "current directory (run in its own process, isolated from the engine)")
+    p.add_argument("target", help="registered policy name (case-insensitive), module:Class importable from the "
+                                  "current directory, or path/to/file.py:Class (the last two run in their own "
+                                  "process, isolated from the engine)")
     p.add_argument("--capacity", "-k", type=whole_number(1), required=True, help="cache size k")
     p.add_argument("--model", choices=("rm", "nm"), default="rm",
                    help="rm: ALG/OPT within the policy's promised bound (default); nm: NM regret within the tail "
@@ -70,12 +72,25 @@ def run(args: argparse.Namespace) -> int:
         if not os.access(".", os.W_OK) or (out.exists() and not out.is_dir()):
             raise ParameterError(f"--out: cannot write {out.resolve()} (give --out DIR)")
     rep = fuzz_policy(args.target, args.capacity, args.model, args.examples, args.seconds, args.seed, None,
-                      against=args.against, premise=premise, call_timeout=args.call_timeout)
+                      against=args.against, premise=premise, call_timeout=args.call_timeout,
+                      started=_budget_start())
     if rep.has_counterexample:
         write_outputs(rep, prepare_out_dir(out))
     print(json.dumps(rep.as_dict(), sort_keys=True) if args.json else format_report(rep), flush=True)
     return rep.exit_code
 
+
+def _budget_start() -> float | None:
+    """Run as a command line (``python -m verify``, ``python -m paper_check fuzz``), the budget counts from the
+    process's start, so ``--seconds`` bounds the whole run, imports included; called from Python (a test, a
+    library), from now (``None``)."""
+    from .supervisor import process_started
+
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    return process_started() if spec is not None and spec.name in COMMAND_MAINS else None
+
+
+COMMAND_MAINS = ("verify.__main__", "paper_check.__main__")
 
 COMMAND = Command(prog="python -m verify",
                   description="Search for traces on which a policy breaks its promised bound: the known "

@@ -57,7 +57,7 @@ class FuzzConfig:
     def checked(self) -> "FuzzConfig":
         for name, spec in (("target", self.target), ("against", self.against)):
             if spec is not None and (not isinstance(spec, str) or not spec.strip()):
-                raise ParameterError(f"{name} = {spec!r}: expected a registered policy name or module:Class")
+                raise ParameterError(f"{name} = {spec!r}: expected {policies.registry.TARGET_FORMS}")
         integer(self.k, "capacity k", 1)
         integer(self.examples, "examples", 1)
         integer(self.seed, "seed", 0)

@@ -12,9 +12,17 @@ Rounds
 Climbing (recompute model)
     Between rounds, :class:`Climber` runs a hill-climbing search on unit paging traces of the round's length: the
     current trace is mutated (a request changed, a motif of the trace tiled over a segment, a segment copied
-    elsewhere, two neighbours swapped) and the mutant kept when its value is at least the current one, so plateaus
-    are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  When no
-    construction fits any more, the climber gets the rest of the budget.
+    elsewhere, two neighbours swapped, one item renamed everywhere by an id of :mod:`adversary.relabel`'s families)
+    and the mutant kept when its value is at least the current one, so plateaus
+    are crossed.  Its first trace is the worst paging trace found so far, tiled to the new length.  Beside it, the
+    periodic climber (:mod:`verify.periodic`) climbs over short periods judged repeated -- after the first round
+    and the depth probe, for ``PERIODIC_FIRST_SHARE`` of what is left, then in the slices between rounds.  When no construction
+    fits any more, the two climbers take the rest of the budget in turns.
+Depth probe
+    After the first round, the first adaptive construction runs once alone at the largest scale that fits in
+    ``DEPTH_PROBE_SHARE`` of what is left (:meth:`Deepening.probe`), so the longest trace does not wait for every
+    pair of every round: about 10^5 requests or more at the default budget for a plain-Python policy in its own
+    process.
 
 Every trace goes through the search's ``evaluate`` (so the worst value, the events and the cache are shared); the
 longest trace measured is reported.  The NM model has no climber: its rounds are the constructions and warm-ups.
@@ -27,14 +35,20 @@ import time
 
 import numpy as np
 
-from adversary import constructions
+from adversary import constructions, relabel
 from adversary.warmups import NM_WARMUPS, RM_WARMUPS, nm_warmup, rm_warmup
 from kvcore.traces import PagingTrace
+
+from .periodic import PeriodClimber
 
 GROWTH = 2                  # each round doubles the constructions' length
 MAX_SCALE = 2 ** 14         # at k = 3 that is about 10^6 requests per RM construction
 CLIMB_SHARE = 0.25          # the climber's slice per round, as a share of the round's constructions' time
-CLIMB_MIN_SECONDS = 0.5     # ... and at least this
+CLIMB_MIN_SECONDS = 0.5     # ... and at least this (for each climber)
+CLIMB_SLICE_SECONDS = 4.0   # once no construction fits: the climbers take turns in slices this long
+PERIODIC_SHARE = 0.5        # of each slice, for the periodic climber
+PERIODIC_FIRST_SHARE = 0.4  # of what is left after the depth probe, for the periodic climber before round 2
+DEPTH_PROBE_SHARE = 0.5     # of what is left after the first round, for one adaptive construction as long as fits
 
 
 def base_length(k: int, model: str) -> int:
@@ -51,6 +65,7 @@ class Deepening:
         self.last: dict[tuple, tuple[float, int]] = {}     # (construction, warm-up) -> (seconds, scale) last run
         self.dropped: set[tuple] = set()
         self.climber = Climber(search) if self.model == "rm" else None
+        self.periodic = PeriodClimber(search) if self.model == "rm" else None
 
     def done(self) -> bool:
         s = self.s
@@ -65,16 +80,25 @@ class Deepening:
             ran = self.round(scale, until)
             reached = scale if ran else reached
             if self.climber is not None and not self.done():
-                slice_end = min(until, time.monotonic() + max(CLIMB_MIN_SECONDS,
-                                                                     CLIMB_SHARE * (time.monotonic() - started)))
-                self.climber.climb(base_length(s.k, "rm") * scale, slice_end)
+                climb = max(CLIMB_MIN_SECONDS, CLIMB_SHARE * (time.monotonic() - started))
+                self.periodic.climb(min(until, time.monotonic() + climb))
+                self.climber.climb(base_length(s.k, "rm") * scale, min(until, time.monotonic() + climb))
             if not ran:
                 break
+            if scale == GROWTH:     # after the first round: depth first, then periods
+                self.probe(until)
+                if self.periodic is not None and not self.done():
+                    self.periodic.climb(time.monotonic() + PERIODIC_FIRST_SHARE * (until - time.monotonic()))
             scale *= GROWTH
-        if self.climber is not None and not self.done() and time.monotonic() < until:
-            self.climber.climb(self.climber.length or base_length(s.k, "rm"), until)
+        while self.climber is not None and not self.done() and time.monotonic() < until:
+            # what is left: the two climbers in turn, PERIODIC_SHARE of each slice on periods
+            slice_end = min(until, time.monotonic() + CLIMB_SLICE_SECONDS)
+            self.periodic.climb(time.monotonic() + PERIODIC_SHARE * (slice_end - time.monotonic()))
+            self.climber.climb(self.climber.length or base_length(s.k, "rm"), slice_end)
         if reached is not None:
             s.emit(("deepest", reached))
+        if not self.done():     # it would have gone on: deeper, or climbing longer
+            s.emit(("cut", "deepening" + (f", at {reached}x the constructions' base length" if reached else "")))
 
     def round(self, scale: int, until: float) -> bool:
         """The pairs of this round that still fit, at ``scale``; False when none ran.  An adaptive construction runs
@@ -102,6 +126,29 @@ class Deepening:
                 if s.stopped:
                     return ran
         return ran
+
+    def probe(self, until: float) -> None:
+        """Depth first: the first adaptive construction, alone, at the largest scale whose run -- predicted from its
+        last run, linear in the length -- fits in ``DEPTH_PROBE_SHARE`` of what is left, again while a longer one
+        fits, so a flaw
+        that needs 10^5 requests is reached within the budget however slow the policy's rounds are."""
+        s = self.s
+        adaptive = [c for c in constructions(self.model) if c.adaptive]
+        if not adaptive or (adaptive[0].name, None) not in self.last or self.done():
+            return
+        c = adaptive[0]
+        end = time.monotonic() + DEPTH_PROBE_SHARE * (until - time.monotonic())
+        while not self.done():      # again from each run's timing: a short run overestimates the cost per request
+            seconds, at_scale = self.last[(c.name, None)]
+            scale = at_scale
+            while scale * GROWTH <= MAX_SCALE and seconds * scale * GROWTH / at_scale <= end - time.monotonic():
+                scale *= GROWTH
+            if scale == at_scale:
+                return
+            t0 = time.monotonic()
+            if not s.run_construction(c, f"construction {c.name!r} x{scale} (depth probe)", scale, None, deep=True):
+                return
+            self.last[(c.name, None)] = (time.monotonic() - t0, scale)
 
     def warmup(self, kind: str | None, scale: int):
         if kind is None:
@@ -153,12 +200,11 @@ class Climber:
 
     def mutate(self, items: np.ndarray) -> np.ndarray:
         out, rng, n = items.copy(), self.rng, items.size
-        universe = 2 * self.s.k + 1
         span = int(min(n, max(2, rng.geometric(4.0 / n) if n > 4 else n)))
         a = int(rng.integers(0, n - span + 1))
-        move = rng.integers(4)
-        if move == 0:                                    # one request changed
-            out[int(rng.integers(n))] = rng.integers(universe)
+        move = rng.integers(5 if relabel.ID_FAMILIES else 4)
+        if move == 0:                                    # one request changed: to an id of the trace, or a new one
+            out[int(rng.integers(n))] = self.some_id(items)
         elif move == 1:                                  # a motif of the trace tiled over a segment
             m = int(rng.integers(2, 2 * self.s.k + 3))
             b = int(rng.integers(0, max(1, n - m)))
@@ -166,7 +212,20 @@ class Climber:
         elif move == 2:                                  # a segment copied elsewhere
             b = int(rng.integers(0, n - span + 1))
             out[b:b + span] = items[a:a + span]
-        else:                                            # two neighbours swapped
+        elif move == 3:                                  # two neighbours swapped
             i = int(rng.integers(max(1, n - 1)))
             out[i], out[min(i + 1, n - 1)] = items[min(i + 1, n - 1)], items[i]
+        else:                                            # one item renamed everywhere, by an id of some family
+            old = items[int(rng.integers(n))]
+            family = relabel.ID_FAMILIES[int(rng.integers(len(relabel.ID_FAMILIES)))]
+            new = int(relabel.new_ids(1, family, rng)[0])
+            if new not in set(np.unique(items).tolist()):
+                out[items == old] = new
         return out
+
+    def some_id(self, items: np.ndarray) -> int:
+        """An id of ``items`` (3 times in 4), else a new small one (``k + 1 ... 3 k``): the climber may widen the
+        alphabet a little, and renaming gives the new ids their values."""
+        if self.rng.random() < 0.75:
+            return int(items[int(self.rng.integers(items.size))])
+        return int(self.rng.integers(self.s.k + 1, 3 * self.s.k + 1))

@@ -29,17 +29,20 @@ __all__ = ["FuzzReport", "Premise", "fuzz_policy"]
 
 def fuzz_policy(target_spec: str, k: int, model: str = "rm", examples: int = 300, seconds: float = 60.0,
                 seed: int = 0, out_dir: str | Path | None = None, *, against: str | None = None,
-                premise: Premise | None = None, call_timeout: float = 2.0) -> FuzzReport:
-    """Fuzz ``target_spec`` (a registered name or ``module:Class``) with cache ``k`` (see the module docstring).
+                premise: Premise | None = None, call_timeout: float = 2.0,
+                started: float | None = None) -> FuzzReport:
+    """Fuzz ``target_spec`` (a registered name, ``module:Class`` or ``path/to/file.py:Class``) with cache ``k`` (see
+    the module docstring).
 
     ``out_dir``: checked (created if missing) before the search; the counterexample files and a JSON report are
     written there only when the verdict is a finding about the policy (:func:`~verify.outputs.write_outputs`).
-    ``None``: nothing is written.  Raises :class:`~kvcore.errors.ParameterError` for bad arguments or a target that
-    cannot be imported or built."""
+    ``None``: nothing is written.  ``started``: the monotonic-clock time the budget counts from (default: now; the
+    command line passes its process's start).  Raises :class:`~kvcore.errors.ParameterError` for bad arguments or a
+    target that cannot be imported or built."""
     cfg = FuzzConfig(target_spec, k, model, examples, seconds, seed, against, premise or Premise(),
                      call_timeout).checked()
     out = prepare_out_dir(out_dir) if out_dir is not None else None
-    rep = supervise(cfg)
+    rep = supervise(cfg, started)
     if out is not None and rep.has_counterexample:
         write_outputs(rep, out)
     return rep

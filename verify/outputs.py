@@ -112,13 +112,22 @@ def format_report(rep: FuzzReport) -> str:
             lines.append(f"               {rep.shrunk_trace.T} steps, from {rep.shrunk_from}: " + (
                 "locally minimal (removing any one step loses the violation)" if rep.shrunk_minimal else
                 "the budget ran out before it was locally minimal (the smallest trace so far is reported)"))
+        for step in rep.shrunk_how:
+            lines.append(f"               {step}")
     if rep.finding:
         text = rep.message if rep.message.startswith(rep.finding) else f"{rep.finding}: {rep.message}"
         lines.append(f"finding:       {text}")
         if rep.finding_trace is not None:
             lines.append(f"               on {_short(rep.finding_trace)}")
+    if len(rep.violations) > 1:     # each kind with its counterexample (one kind is the verdict line's)
+        for v in rep.violations:
+            what = f"{_fmt(v['value'])} ({v['found_by']})" if "value" in v else v["message"]
+            lines.append(f"violation:     {v['kind']}: {what} on {_short(v['trace'])}" if v["trace"] is not None
+                         else f"violation:     {v['kind']}: {what}")
     for note in rep.notes:
         lines.append(f"note:          {note}")
+    lines.append("budget:        " + ("it cut short " + "; ".join(rep.cut_short) if rep.budget_ran_out else
+                                      "nothing was cut short"))
     for f in rep.files:
         lines.append(f"file:          {f}")
     lines.append(f"verdict:       {rep.verdict}")

@@ -39,13 +39,19 @@ def _cap(x: int, high: int) -> int:
 
 
 def _rm_strategy(k: int):
+    """Paging traces over ``k + 2`` items (motifs repeated, or any requests), their items renamed by ids of one of
+    :data:`adversary.relabel.ID_FAMILIES` or kept ``0 ... k + 1`` (the first choice, where hypothesis shrinks to)."""
     from hypothesis import strategies as st
 
+    from adversary import relabel as ids
     from adversary.strategies import paging_traces, repeated_motif_traces
 
     n = k + 2
-    return st.one_of(repeated_motif_traces(n, max_repeat=_cap(2 * k * k, 256)),
-                     paging_traces(max_items=n, min_steps=_cap(k + 1, 64), max_steps=_cap(10 * n, 400)))
+    traces = st.one_of(repeated_motif_traces(n, max_repeat=_cap(2 * k * k, 256)),
+                       paging_traces(max_items=n, min_steps=_cap(k + 1, 64), max_steps=_cap(10 * n, 400)))
+    if not ids.ID_FAMILIES:
+        return traces
+    return st.builds(ids.relabel, traces, st.sampled_from((None,) + ids.ID_FAMILIES), st.integers(0, 2 ** 32 - 1))
 
 
 def _nm_sizes(k: int) -> dict:

@@ -6,8 +6,9 @@ Stages
     1. every registered construction of the model (:data:`adversary.CONSTRUCTIONS`; NM ones are projected onto
        the premise in ``premise`` mode), each followed by the information-rule check
        :func:`verify.check.assert_prefix_consistent`; none starts after ``CONSTRUCTION_SHARE`` of the budget (those
-       are named as skipped);
-    2. a targeted search: every example reports its value to ``hypothesis.target`` so generation climbs toward
+       are named as skipped); then (RM) each construction's trace renamed by an id family of
+       :mod:`adversary.relabel`, the families in turn;
+    2. a targeted search (its traces' items renamed by an id family, or not): every example reports its value to ``hypothesis.target`` so generation climbs toward
        the worst case (Loscher & Sagonas, "Targeted property-based testing", ISSTA 2017), seeded by ``seed``;
     3. deepening (:mod:`verify.deepen`): the constructions at doubling lengths, after warm-ups, and a climbing
        search, until a violation is found or the budget is spent (the longest trace measured is reported);
@@ -33,7 +34,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import policies
-from adversary import constructions
+from adversary import constructions, relabel
 from kvcore.errors import ContractViolation, ParameterError
 from kvcore.measure import CONFIDENCE, REL_TOL, measure, within
 from kvcore.traces import PagingTrace
@@ -44,7 +45,7 @@ from .deepen import Deepening
 from .isolated import PolicyFailed, PolicyHost, PolicyTimeout
 from .questions import QUESTIONS, SEEDS
 from .report import POLICY_FINDINGS
-from .shrink import minimize
+from .shrink import minimize, structured
 
 CONSTRUCTION_SHARE = 0.5    # of the budget, at most, for the constructions
 SEARCH_SHARE = 0.25         # of what is left, at most, for the targeted search (deepening needs the rest)
@@ -103,6 +104,7 @@ class Search:
         self.cfg, self.hosts, self.emit, self.deadline = cfg, hosts, emit, deadline
         self.k = cfg.k
         self.cache: dict[tuple, tuple[float, dict]] = {}
+        self.found_by: dict[tuple, str] = {}    # trace key -> the stage that first measured it
         self.worst = -math.inf
         self.worst_trace = None
         self.search_worst: float | None = None
@@ -170,7 +172,9 @@ class Search:
     def evaluate(self, trace, source: str) -> tuple[float, dict]:
         value, details = self.objective.evaluate(trace)
         self.emit(("measured",))
-        self.cache[_trace_key(trace)] = (value, details)
+        key = _trace_key(trace)
+        self.cache[key] = (value, details)
+        self.found_by.setdefault(key, source)
         self.consider(value, trace, details, source)
         return value, details
 
@@ -220,11 +224,33 @@ class Search:
         for c in constructions("rm" if self.cfg.model == "rm" else "nm"):
             if time.monotonic() > end:
                 self.emit(("construction", c.name, "skipped: the constructions' share of the budget is spent"))
+                self.emit(("cut", f"construction {c.name!r} skipped"))
                 continue
             self.emit(("stage", f"construction {c.name!r}"))
             self.run_construction(c, f"construction {c.name!r}")
             if self.stopped:
                 return
+        if self.cfg.model == "rm":
+            self.renamed_constructions(end)
+
+    def renamed_constructions(self, end: float) -> None:
+        """Every RM construction's trace (as built for the policy, at the base length) again, its items renamed by
+        the ids of one of :data:`adversary.relabel.ID_FAMILIES`, each family in turn: a policy keyed on id values
+        meets its own worst cases renamed (one family each: a randomized policy's measurement is not cheap)."""
+        families = relabel.ID_FAMILIES
+        for n, c in enumerate(constructions("rm") if families else ()):
+            if time.monotonic() > end or self.stopped:
+                return
+            family = families[(n + self.cfg.seed) % len(families)]
+            label = f"construction {c.name!r} with {family} ids"
+            trace = None
+            try:
+                trace = relabel.relabel(c.built(self.k, self.make), family, self.cfg.seed)
+                self.evaluate(trace, label)
+                for h in self.hosts.values():
+                    h.finish()
+            except BaseException as exc:  # noqa: BLE001
+                self._record_failure(exc, trace, label, deep=True)
 
     def run_construction(self, c, label: str, scale: int = 1, prefix=None, deep: bool = False) -> bool:
         """Build construction ``c`` at ``scale`` after ``prefix`` and evaluate it (at the base length, check the
@@ -302,6 +328,7 @@ class Search:
         except _OutOfTime:
             self.emit(("note", f"the targeted search stopped after {self.examples} of {self.cfg.examples} examples "
                                f"(its share of the budget)"))
+            self.emit(("cut", f"the targeted search, after {self.examples} of {self.cfg.examples} examples"))
         except (_Stop, _PolicyFault):
             pass
         except Exception as exc:  # noqa: BLE001 -- hypothesis' own errors (e.g. a flaky failure)
@@ -341,21 +368,29 @@ class Search:
             start = self.smallest_hit
             start_value = self.cache[_trace_key(start)][0]
         hit = self._hit(start_value)
+        label = f"shrinking the counterexample found by {self.found_by.get(_trace_key(start), 'the search')}"
 
         def violates(trace) -> bool:
             cached = self.cache.get(_trace_key(trace))
-            value = cached[0] if cached is not None else self.evaluate_guarded(trace, "shrinking")
+            value = cached[0] if cached is not None else self.evaluate_guarded(trace, label)
             if self.stopped:
                 raise _Stop()
             return hit(value)
 
+        seconds = self.deadline - time.monotonic()
         try:
-            small, complete = minimize(start, violates, self.deadline, self.objective.admissible)
+            smaller, how = structured(start, violates, self.deadline)
+            small, complete = minimize(smaller, violates, self.deadline, self.objective.admissible)
         except _Stop:
             return
         value, details = self.cache[_trace_key(small)]
+        how.append("delta debugging: locally minimal (removing any one step loses the violation)" if complete else
+                   f"delta debugging: cut short by the budget at {small.T} steps, so not known to be locally minimal")
         self.emit(("shrunk", value, small, details))
         self.emit(("minimal", complete, start.T))
+        self.emit(("shrunk_how", how, round(seconds, 2)))
+        if not complete:
+            self.emit(("cut", f"the local minimization, at {small.T} of {start.T} steps"))
 
     def _hit(self, best: float):
         """What a shrunk trace must keep: a value above the bound (``bound``, ``premise``), or the value ``best``
@@ -377,7 +412,7 @@ class Search:
             cached = self.cache.get(_trace_key(trace))
             if cached is None:
                 try:
-                    value, details = self.evaluate(trace, "shrinking")
+                    value, details = self.evaluate(trace, "shrinking the targeted search's example")
                 except BaseException as exc:  # noqa: BLE001
                     kind, message = self.fault_of(exc)
                     self.emit(("finding", kind, message, trace))
@@ -399,6 +434,7 @@ class Search:
         except _OutOfTime:
             self.emit(("note", "shrinking was cut short by the budget (the smallest trace so far is reported)"
                        if found else "the budget ran out before the example to shrink came up again"))
+            self.emit(("cut", "shrinking with hypothesis"))
         except _Stop:
             pass
         except Exception as exc:  # noqa: BLE001

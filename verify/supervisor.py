@@ -8,12 +8,13 @@ Budget
     inside the worker is interrupted asynchronously -- a half-finished import or JIT compilation would poison the
     rest of the run; the worker checks the clock between traces and the supervisor's kill is the backstop.
 Isolation
-    A ``module:Class`` policy runs in its own process (:class:`verify.isolated.PolicyHost`), created here before any
-    trace exists and before the worker is forked, receiving only the engine's five calls.  Registered policies are
-    project code and run inside the worker.
+    A ``module:Class`` or ``path/to/file.py:Class`` policy runs in its own process
+    (:class:`verify.isolated.PolicyHost`), created here before any trace exists and before the worker is forked,
+    receiving only the engine's five calls.  Registered policies are project code and run inside the worker.
 Events (tuples, first element the kind)
     ``info``, ``stage``, ``construction``, ``measured``, ``examples``, ``worst``, ``longest``, ``deepest``,
-    ``shrunk``, ``minimal``, ``finding``, ``note``, ``usage`` (a :class:`~kvcore.errors.ParameterError` found in the worker: re-raised here), ``done``.
+    ``shrunk``, ``minimal``, ``finding``, ``note``, ``cut`` (what the budget cut short), ``usage`` (a
+    :class:`~kvcore.errors.ParameterError` found in the worker: re-raised here), ``done``.
 Environment
     The worker ignores SIGINT (the supervisor owns Ctrl-C), sends stray prints to stderr so they never mix into a
     report on stdout, and gives hypothesis a temporary home directory (no database), removed afterwards.
@@ -40,16 +41,31 @@ from .search import Search, internal_error_line
 GRACE = 0.5                 # seconds after the budget before the worker is killed
 
 
-def supervise(cfg: FuzzConfig) -> FuzzReport:
-    """Run the search for a checked ``cfg`` in a worker process within ``cfg.seconds`` (+ ``GRACE``) and return the
-    report; a bad argument the worker finds (e.g. a policy that does not declare the model) is raised here as a
-    :class:`~kvcore.errors.ParameterError`."""
-    start = time.monotonic()
+def process_started() -> float:
+    """The monotonic-clock time at which this process started (Linux ``/proc/self/stat``; elsewhere: now).  A command
+    line counts its budget from there, so its imports are inside ``--seconds`` too."""
+    try:
+        with open("/proc/self/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        age = time.clock_gettime(time.CLOCK_BOOTTIME) - int(fields[19]) / os.sysconf("SC_CLK_TCK")  # field 22
+    except (OSError, ValueError, IndexError, AttributeError):
+        return time.monotonic()
+    return time.monotonic() - min(max(0.0, age), 60.0)
+
+
+def supervise(cfg: FuzzConfig, started: float | None = None) -> FuzzReport:
+    """Run the search for a checked ``cfg`` in a worker process within ``cfg.seconds`` (+ ``GRACE``) counted from
+    ``started`` (monotonic clock; default now) and return the report; a bad argument the worker finds (e.g. a policy
+    that does not declare the model) is raised here as a :class:`~kvcore.errors.ParameterError`."""
+    start = time.monotonic() if started is None else started
     deadline = start + cfg.seconds
     rep = FuzzReport(cfg.target, cfg.model, cfg.k, cfg.mode, cfg.seed, cfg.against)
     for spec in (cfg.target, cfg.against):
         if spec is not None and ":" not in spec:
-            policies.get(spec)  # an unknown name fails here, before any process starts
+            try:
+                policies.get(spec)  # an unknown name fails here, before any process starts
+            except ParameterError as exc:
+                raise ParameterError(f"{exc}; a target is {policies.registry.TARGET_FORMS}") from None
     hosts: dict[str, PolicyHost] = {}
     home = tempfile.mkdtemp(prefix="kv-fuzz-hypothesis-")
     worker = None
@@ -94,7 +110,7 @@ def _collect(rep: FuzzReport, rx, deadline: float, start: float) -> None:
     while True:
         left = deadline + GRACE - time.monotonic()
         if left <= 0 or not rx.poll(left):
-            rep.budget_ran_out = rep.stage
+            rep.cut_short.append(f"the worker, killed during {rep.stage}")
             rep.notes.append(f"the budget ran out during {rep.stage}")
             return
         try:
