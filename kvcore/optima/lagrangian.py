@@ -17,16 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-
-def interval_term(P: np.ndarray, positive: np.ndarray, line_pot: np.ndarray) -> tuple[float, float]:
-    """``(sum_i min(0, min_t (-P(i, t) + pi(L_i) - pi(L_{t + 1}))), slack)`` over the positive entries: each
-    token's best interval against the slot prices of the line potentials (doubles), and an allowance covering the
-    rounding of the sum."""
-    T = P.shape[0]
-    path = -P + line_pot[None, :T] - line_pot[1:, None]
-    term = np.min(path, axis=0, initial=0.0, where=positive)
-    return float(term.sum()), (T + 4) * 2.0 ** -52 * float((P[-1] + np.abs(line_pot[:T]) +
-                                                            np.abs(line_pot).max()).sum())
+from .priced import price_head
 
 
 def lagrangian_bound(rows: list[np.ndarray], line_pot: np.ndarray, capacity: int) -> float:
@@ -44,10 +35,12 @@ def lagrangian_bound(rows: list[np.ndarray], line_pot: np.ndarray, capacity: int
     total = float(sum(np.tril(a).sum() for a in rows))
     bound = total - capacity * float(np.maximum(lam, 0.0).sum())
     slack = (len(line_pot) + 4) * 2.0 ** -52 * (total + capacity * float(np.abs(lam).sum()))
-    for a in rows:
-        low = np.tril(np.asarray(a, dtype=np.float64))
-        term, extra = interval_term(np.cumsum(low, axis=0), low > 0, line_pot)
-        bound, slack = bound + term, slack + extra
+    for a in rows:  # the pricing kernel with every exit blocked computes only the tokens' terms
+        a = np.tril(np.asarray(a, dtype=np.float64))
+        T = a.shape[0]
+        none = np.zeros(0, np.int64)
+        got = price_head(a, (none, none), line_pot, np.zeros(T), 1, lambda t, i: t >= 0)
+        bound, slack = bound + got.bound_term, slack + got.bound_slack
     return bound - slack
 
 
@@ -73,4 +66,4 @@ def verify(rows: list[np.ndarray], res) -> list[tuple[int, int, int, Fraction]]:
     return bad
 
 
-__all__ = ["interval_term", "lagrangian_bound", "verify"]
+__all__ = ["lagrangian_bound", "verify"]

@@ -45,7 +45,7 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParameterError
-from .lagrangian import interval_term
+from ..kernels import Kernel
 from .limbs import Limbs, join, segment_prefix, width_for
 from .mincost import FlowNetwork, as_objects, dyadic, solve_netsimplex_duals
 from .nm_flow import by_tail_then_head
@@ -63,7 +63,7 @@ class Certificate:
     ``omitted_exits`` others was priced and the least ``rc - tol`` among them is ``margin`` (``>= 0``: each exact
     reduced cost is ``>= 0``, module docstring); ``certified`` when that holds and the simplex's exact
     complementary slackness held on the network.  ``lower_bound``: the best Lagrangian lower bound on the
-    complete-row optimum any round's potentials gave (:func:`_price`; equal to the optimum up to rounding once
+    complete-row optimum any round's potentials gave (:func:`price_head`; equal to the optimum up to rounding once
     certified)."""
 
     rounds: int
@@ -138,18 +138,20 @@ def _positive(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tok, step, a[step, tok]
 
 
-def _exact_prefix(a: np.ndarray, lsb: int, width: int, token: np.ndarray, step: np.ndarray
-                  ) -> tuple[Limbs, int]:
+def _exact_prefix(a: np.ndarray, lsb: int, width: int, token: np.ndarray, step: np.ndarray,
+                  columns: np.ndarray | None = None) -> tuple[Limbs, int]:
     """The exact ``P(i, t)`` of the exits ``(token, step)`` (positive entries of ``a``) in units of ``2**lsb``, and
-    the head's exact total mass (a Python integer in the same units)."""
-    tok, st, w = _positive(a)
-    sign, odd, low = dyadic(w)
-    ints = Limbs.scaled(sign, odd, low - lsb, width)
-    prefix = segment_prefix(ints, np.bincount(tok, minlength=a.shape[0]))
-    at = np.searchsorted(tok * a.shape[0] + st, token * a.shape[0] + step)
-    ends = np.flatnonzero(np.append(tok[1:] != tok[:-1], True))  # each token's last entry: its column's total
-    total = int(sum(prefix[ends].to_objects().tolist()))
-    return prefix[at], total
+    the exact mass of the ``columns`` summed (tokens, sorted; default the exits' own, so only their columns are
+    read: a round that prices in a few exits converts a few columns)."""
+    T = a.shape[0]
+    cols = np.unique(token) if columns is None else columns
+    sub = a[:, cols]
+    col, st = np.nonzero(((sub > 0) & (np.arange(T)[:, None] >= cols[None, :])).T)  # by column, then step
+    sign, odd, low = dyadic(sub[st, col])
+    prefix = segment_prefix(Limbs.scaled(sign, odd, low - lsb, width), np.bincount(col, minlength=cols.size))
+    at = np.searchsorted(col * T + st, np.searchsorted(cols, token) * T + step)
+    ends = np.flatnonzero(np.append(col[1:] != col[:-1], True))  # each column's last entry: its total
+    return prefix[at], int(sum(prefix[ends].to_objects().tolist()))
 
 
 def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -170,7 +172,7 @@ def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
 @dataclass(frozen=True)
 class _Priced:
     """One head's pricing: the exits to add ``(token, step)``, the omitted positive entries priced and the least
-    ``rc - tol`` among them (``inf`` when none), and the head's term of the Lagrangian bound (:func:`_price`) with
+    ``rc - tol`` among them (``inf`` when none), and the head's term of the Lagrangian bound (:func:`price_head`) with
     its rounding allowance."""
 
     token: np.ndarray
@@ -181,40 +183,77 @@ class _Priced:
     bound_slack: float
 
 
-def _price(a: np.ndarray, exits: tuple[np.ndarray, np.ndarray], line_pot: np.ndarray, item_pot: np.ndarray,
-           per_item: int, skip: Callable | None) -> _Priced:
-    """Price head ``a``'s omitted exits: add those with reduced cost below ``tol``, at most ``per_item`` per token,
-    most negative first.  ``line_pot`` ``(T + 1,)`` and ``item_pot`` ``(T,)`` are the potentials as doubles (NaN for
-    a token without a node).  ``skip(t, i) -> bool mask``: entries not priced (only the tests' deliberately broken
-    pricing passes one).
+def _price_rows(a, blocked, line_pot, item_pot, per, gamma, cand_rc, cand_step, n_cand, term, total):
+    """Row by row (the rows' memory order), each token's running prefix ``P`` in ``total``; per positive entry the
+    Lagrangian path ``-P + pi(L_i) - pi(L_{t + 1})`` (least kept in ``term``) and, unless ``blocked`` (in the
+    network, or skipped), ``rc`` and ``rc - tol``: the ``per`` most negative candidates per token kept sorted in
+    ``cand_rc`` / ``cand_step`` (``n_cand`` of them).  Returns ``(omitted, least rc - tol)``."""
+    T = a.shape[0]
+    omitted = 0
+    least = np.inf
+    for t in range(T):
+        lt = line_pot[t + 1]
+        for i in range(t + 1):
+            w = a[t, i]
+            if w <= 0.0:
+                continue
+            P = total[i] + w
+            total[i] = P
+            path = -P + line_pot[i] - lt
+            if path < term[i]:
+                term[i] = path
+            if blocked[t, i]:
+                continue
+            omitted += 1
+            rc = -P + item_pot[i] - lt
+            margin = rc - gamma * (P + abs(item_pot[i]) + abs(lt))
+            if margin < least:
+                least = margin
+            if margin < 0.0:
+                n = n_cand[i]
+                if n < per or rc < cand_rc[i, n - 1]:
+                    j = n if n < per else per - 1
+                    while j > 0 and cand_rc[i, j - 1] > rc:
+                        cand_rc[i, j] = cand_rc[i, j - 1]
+                        cand_step[i, j] = cand_step[i, j - 1]
+                        j -= 1
+                    cand_rc[i, j] = rc
+                    cand_step[i, j] = t
+                    if n < per:
+                        n_cand[i] = n + 1
+    return omitted, least
 
-    The bound term: ``sum_i min(0, min_t (-P(i, t) + pi(L_i) - pi(L_{t + 1})))`` over every exit of the complete
-    network, in use or not -- token ``i``'s best interval against the slot prices the line potentials set
+
+price_rows = Kernel(_price_rows)
+
+
+def price_head(a: np.ndarray, exits: tuple[np.ndarray, np.ndarray], line_pot: np.ndarray, item_pot: np.ndarray,
+           per_item: int, skip: Callable | None) -> _Priced:
+    """Price head ``a``'s omitted exits (:func:`_price_rows`, compiled): add those with reduced cost below ``tol``,
+    at most ``per_item`` per token, most negative first.  ``line_pot`` ``(T + 1,)`` and ``item_pot`` ``(T,)`` are
+    the potentials as doubles (NaN for a token without a node: it has no positive entry, so it is never priced).
+    ``skip(t, i) -> bool mask``: entries not priced (only the tests' deliberately broken pricing passes one).
+
+    The prefix ``P`` is summed in the order ``numpy.cumsum`` sums a column (the tolerance's premise), and the bound
+    term is ``sum_i min(0, min_t (-P(i, t) + pi(L_i) - pi(L_{t + 1})))`` over every exit of the complete network, in
+    use or not -- token ``i``'s best interval against the slot prices the line potentials set
     (:func:`kvcore.optima.lagrangian.lagrangian_bound`)."""
     T = a.shape[0]
-    P = np.cumsum(np.tril(a), axis=0)  # P[t, i] = a[i, i] + ... + a[t, i]: nothing above the diagonal
-    positive = np.tril(a) > 0
-    bound, slack = interval_term(P, positive, line_pot)
-    rc = -P + item_pot[None, :] - line_pot[1:, None]
-    tol = (T + 4) * 2.0 ** -52 * (P + np.abs(item_pot)[None, :] + np.abs(line_pot[1:])[:, None])
-    omitted = positive
-    omitted[exits[1], exits[0]] = False
+    blocked = np.zeros((T, T), dtype=np.bool_)
+    blocked[exits[1], exits[0]] = True
     if skip is not None:
-        omitted &= ~skip(*np.indices((T, T)))
-    margin = rc - tol
-    n_omitted = int(np.count_nonzero(omitted))
-    least = float(margin[omitted].min()) if n_omitted else float("inf")
-    cand = omitted & (margin < 0)
-    if not cand.any():
-        return _Priced(np.zeros(0, np.int64), np.zeros(0, np.int64), n_omitted, least, bound, slack)
-    score = np.where(cand, rc, np.inf)
-    if per_item < T and np.count_nonzero(cand, axis=0).max() > per_item:
-        rows = np.argpartition(score, per_item - 1, axis=0)[:per_item]
-        pick = np.zeros((T, T), dtype=bool)
-        pick[rows, np.arange(T)[None, :]] = True
-        cand &= pick
-    tok, step = np.nonzero(cand.T)
-    return _Priced(tok.astype(np.int64), step.astype(np.int64), n_omitted, least, bound, slack)
+        blocked |= skip(*np.indices((T, T)))
+    per = min(per_item, T)
+    cand_rc, cand_step = np.full((T, per), np.inf), np.zeros((T, per), np.int64)
+    n_cand, term, total = np.zeros(T, np.int64), np.zeros(T), np.zeros(T)
+    omitted, least = price_rows(np.ascontiguousarray(a), blocked, np.ascontiguousarray(line_pot, np.float64),
+                                np.ascontiguousarray(item_pot, np.float64), np.int64(per), (T + 4) * 2.0 ** -52,
+                                cand_rc, cand_step, n_cand, term, total)
+    slack = (T + 4) * 2.0 ** -52 * float((total + np.abs(line_pot[:T]) + np.abs(line_pot).max()).sum())
+    tok = np.repeat(np.arange(T, dtype=np.int64), n_cand)
+    step = cand_step[np.arange(per)[None, :] < n_cand[:, None]]
+    order = np.lexsort((step, tok))
+    return _Priced(tok[order], step[order], int(omitted), float(least), float(term.sum()), slack)
 
 
 def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budget: int, kind: str = "coupled",
@@ -225,9 +264,9 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     ``rows(h)`` returns head ``h``'s complete rows as a dense ``(T, T)`` float64 array (``a[t, i]``, ``i <= t``;
     entries above the diagonal are ignored); it is called once per head and round, so the rows need not be held.
     ``max_rounds``: solves at most; a result stopped before no exit prices out is not certified, and its
-    ``certificate.lower_bound`` (the best of the rounds' Lagrangian bounds, :func:`_price`) with its exact regret
+    ``certificate.lower_bound`` (the best of the rounds' Lagrangian bounds, :func:`price_head`) with its exact regret
     (an upper bound: a feasible schedule's complete-row regret) brackets the optimum -- ``max_rounds=1`` is a solve
-    on the ``top`` heaviest entries per row with the gap it leaves.  ``skip``: see :func:`_price` (tests only).
+    on the ``top`` heaviest entries per row with the gap it leaves.  ``skip``: see :func:`price_head` (tests only).
     ``say``: receives one line of progress per round."""
     n_heads, T, budget = int(n_heads), int(T), int(budget)
     if kind not in KINDS:
@@ -253,7 +292,7 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     width = width_for((T + 1).bit_length() + 1 - lsb)  # no prefix mass exceeds T
     exits, totals = _Exits(n_heads), []
     for h in range(n_heads):  # pass 2: their exact prefix masses and each head's exact total
-        prefix, total = _exact_prefix(_checked(rows(h), T, h), lsb, width, *initial[h])
+        prefix, total = _exact_prefix(_checked(rows(h), T, h), lsb, width, *initial[h], columns=tokens[h])
         exits.add(h, *initial[h], prefix)
         totals.append(total)
     n_initial = exits.size
@@ -269,7 +308,7 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         bound, slack = unit_total + layout.fixed_term(nodes), (T + 4) * 2.0 ** -52 * layout.fixed_scale(nodes)
         for h in range(n_heads):
             a = _checked(rows(h), T, h)
-            got = _price(a, exits.of(h), line_pot[layout.line_of(h)], item_pot[h], per_item, skip)
+            got = price_head(a, exits.of(h), line_pot[layout.line_of(h)], item_pot[h], per_item, skip)
             omitted, margin = omitted + got.omitted, min(margin, got.margin)
             bound, slack = bound + got.bound_term, slack + got.bound_slack
             if got.token.size:
