@@ -141,3 +141,28 @@ def test_a_truncated_solves_slot_prices_bound_the_complete_optimum(seed, top):
     assert lagrangian_bound([a], cut.line_potentials, k) <= exact + 1e-12
     (full,) = optimum_curve(entries_of([as_trace(a)]), [k])
     assert lagrangian_bound([a], full.line_potentials, k) == pytest.approx(exact, abs=1e-12)
+
+
+@pytest.mark.parametrize("compiled", [True, False])
+def test_the_exact_prefix_masses_are_the_rational_sums(compiled):
+    """The exits' prefix masses in limbs (compiled kernel and plain Python) equal the sums of the weights as
+    Fractions, at the common unit of the smallest bit of any weight."""
+    from fractions import Fraction
+
+    from kvcore.optima import priced
+    from kvcore.optima.mincost import dyadic
+
+    rng = np.random.default_rng(5)
+    a = random_rows(rng, 12) * np.ldexp(1.0, -rng.integers(0, 80, (12, 12)))  # many binary exponents
+    lsb = int(dyadic(a[a > 0])[2].min())
+    tok, step = np.nonzero(np.tril(a).T > 0)
+    kernel = priced.column_prefix
+    if not compiled:
+        priced.column_prefix = priced.column_prefix.py_func
+    try:
+        got = priced._exact_prefix(a, lsb, 8, tok, step).to_objects()
+    finally:
+        priced.column_prefix = kernel
+    want = [sum((Fraction(float(a[s, i])) for s in range(i, t + 1)), Fraction(0)) / Fraction(2) ** lsb
+            for i, t in zip(tok, step)]
+    assert [Fraction(int(x)) for x in got] == want

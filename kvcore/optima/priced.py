@@ -33,11 +33,13 @@ pricing runs in doubles on the prefix sums ``numpy.cumsum`` forms: for non-negat
 ``tol = (T + 4) 2**-52 (P + |pi(tau)| + |pi(L)|)`` of the exact one.  An exit enters when its computed reduced cost
 is below ``+tol`` (so every exit that might price out is in the network, where the exact certificate covers it); the
 result is certified when every omitted exit's computed reduced cost is at least ``tol``: its exact reduced cost is
-then ``>= 0``.  :func:`kvcore.optima.lagrangian.verify` re-checks a result on small instances with every reduced cost in exact rationals.
+then ``>= 0``.  :func:`kvcore.optima.lagrangian.verify` re-checks a result on small instances with every reduced
+cost in exact rationals.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from fractions import Fraction
 from typing import Callable
@@ -46,7 +48,7 @@ import numpy as np
 
 from ..errors import ParameterError
 from ..kernels import Kernel
-from .limbs import Limbs, join, segment_prefix, width_for
+from .limbs import Limbs, join, normalize, width_for
 from .mincost import FlowNetwork, as_objects, dyadic, solve_netsimplex_duals
 from .nm_flow import by_tail_then_head
 
@@ -138,20 +140,56 @@ def _positive(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return tok, step, a[step, tok]
 
 
-def _exact_prefix(a: np.ndarray, lsb: int, width: int, token: np.ndarray, step: np.ndarray,
-                  columns: np.ndarray | None = None) -> tuple[Limbs, int]:
-    """The exact ``P(i, t)`` of the exits ``(token, step)`` (positive entries of ``a``) in units of ``2**lsb``, and
-    the exact mass of the ``columns`` summed (tokens, sorted; default the exits' own, so only their columns are
-    read: a round that prices in a few exits converts a few columns)."""
+def _column_prefix(a, cols, req_start, req_step, lsb, out):
+    """Exact running sums of the columns ``cols`` of ``a`` (rows in memory order), in units of ``2**lsb`` as
+    unnormalized 31-bit limbs: at each requested step ``req_step[req_start[j]:req_start[j + 1]]`` (ascending) of
+    column ``j`` its sum so far is copied to that request's row of ``out``.  Each double is ``m 2**(e - 53)`` with an
+    integer mantissa ``m < 2**53`` (``frexp``); shifted by ``e - 53 - lsb >= 0`` bits (after dropping trailing zero
+    bits, the only ones that may lie below the unit) its two 31-bit halves are added limb by limb, each addition
+    below ``2**31``, so no limb can overflow before ``2**32`` entries."""
     T = a.shape[0]
-    cols = np.unique(token) if columns is None else columns
-    sub = a[:, cols]
-    col, st = np.nonzero(((sub > 0) & (np.arange(T)[:, None] >= cols[None, :])).T)  # by column, then step
-    sign, odd, low = dyadic(sub[st, col])
-    prefix = segment_prefix(Limbs.scaled(sign, odd, low - lsb, width), np.bincount(col, minlength=cols.size))
-    at = np.searchsorted(col * T + st, np.searchsorted(cols, token) * T + step)
-    ends = np.flatnonzero(np.append(col[1:] != col[:-1], True))  # each column's last entry: its total
-    return prefix[at], int(sum(prefix[ends].to_objects().tolist()))
+    W = out.shape[1]
+    acc = np.zeros((cols.size, W), np.int64)
+    ptr = req_start[:-1].copy()
+    for t in range(T):
+        for j in range(cols.size):
+            i = cols[j]
+            if i > t or ptr[j] == req_start[j + 1]:
+                continue
+            w = a[t, i]
+            if w > 0.0:
+                f, e = math.frexp(w)
+                m = np.int64(f * 9007199254740992.0)  # f * 2**53: exact, f has 53 significant bits
+                sh = e - 53 - lsb
+                while sh < 0:
+                    m >>= 1
+                    sh += 1
+                q = sh // 31
+                r = sh - 31 * q
+                x = (m & 2147483647) << r
+                acc[j, q] += x & 2147483647
+                acc[j, q + 1] += x >> 31
+                y = (m >> 31) << r
+                acc[j, q + 1] += y & 2147483647
+                acc[j, q + 2] += y >> 31
+            while ptr[j] < req_start[j + 1] and req_step[ptr[j]] == t:
+                for k in range(W):
+                    out[ptr[j], k] = acc[j, k]
+                ptr[j] += 1
+
+
+column_prefix = Kernel(_column_prefix)
+
+
+def _exact_prefix(a: np.ndarray, lsb: int, width: int, token: np.ndarray, step: np.ndarray) -> Limbs:
+    """The exact ``P(i, t)`` of the exits ``(token, step)`` (sorted by token, then step) in units of ``2**lsb``
+    (:func:`_column_prefix`, compiled: only the exits' columns are read, up to their last requested step)."""
+    cols, first = np.unique(token, return_index=True)
+    out = np.zeros((token.size, width), np.int64)
+    column_prefix(np.ascontiguousarray(a), cols.astype(np.int64), np.append(first, token.size).astype(np.int64),
+                  step.astype(np.int64), np.int64(lsb), out)
+    normalize(out)
+    return Limbs(out)
 
 
 def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
@@ -289,12 +327,13 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         tokens.append(np.unique(tok))
         initial.append(_initial_exits(a, top))
     lsb = 0 if lsb is None else lsb
-    width = width_for((T + 1).bit_length() + 1 - lsb)  # no prefix mass exceeds T
+    width = width_for((T + 1).bit_length() + 1 - lsb) + 1  # no prefix mass exceeds T; a limb for the kernel's carry
     exits, totals = _Exits(n_heads), []
-    for h in range(n_heads):  # pass 2: their exact prefix masses and each head's exact total
-        prefix, total = _exact_prefix(_checked(rows(h), T, h), lsb, width, *initial[h], columns=tokens[h])
-        exits.add(h, *initial[h], prefix)
-        totals.append(total)
+    for h in range(n_heads):  # pass 2: their exact prefix masses and each head's exact total (every column to T - 1)
+        a = _checked(rows(h), T, h)
+        exits.add(h, *initial[h], _exact_prefix(a, lsb, width, *initial[h]))
+        full = _exact_prefix(a, lsb, width, tokens[h], np.full(tokens[h].size, T - 1, np.int64))
+        totals.append(int(sum(full.to_objects().tolist())))
     n_initial = exits.size
     layout = _Layout(kind, tokens, T, budget)
     rounds, tree, flow, bounds = 0, None, None, []
@@ -312,7 +351,7 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
             omitted, margin = omitted + got.omitted, min(margin, got.margin)
             bound, slack = bound + got.bound_term, slack + got.bound_slack
             if got.token.size:
-                added.append((h, got.token, got.step, _exact_prefix(a, lsb, width, got.token, got.step)[0]))
+                added.append((h, got.token, got.step, _exact_prefix(a, lsb, width, got.token, got.step)))
         bounds.append(bound - slack - (T + 4) * 2.0 ** -52 * unit_total)
         if say is not None:
             say(f"pricing round {rounds}: {exits.size:,} exits in the network, {sum(b[1].size for b in added):,} "

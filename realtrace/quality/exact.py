@@ -148,11 +148,11 @@ def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "qua
 
 def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality", columns: bool = True
                 ) -> list[tuple[np.ndarray, float, float]]:
-    """:func:`lazy_optimum` at each of ``capacities`` on the same rows (with ``top``, ``lower`` is the larger of
-    the truncated rows' optimum and the Lagrangian bound its line potentials give on the complete rows,
-    :func:`kvcore.optima.lagrangian.lagrangian_bound`; both are lower bounds of the complete rows' optimum): the trace, its exact integers and the flow
-    network built once, each capacity solved on it with the line capacity replaced
-    (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
+    """:func:`lazy_optimum` at each of ``capacities`` on the same rows (with ``top``, ``lower`` is the larger of the
+    truncated rows' optimum and the Lagrangian bound its line potentials give on the complete rows,
+    :func:`kvcore.optima.lagrangian.lagrangian_bound`; both are lower bounds of the complete rows' optimum): the
+    trace, its exact integers and the flow network built once, each capacity solved on it with the line capacity
+    replaced (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
     :func:`kvcore.optima.nm_opt` per capacity, measured 0.35 s of the 1.3 s per capacity saved at T = 2,000).
     ``columns``: solved by column generation from each step's heaviest exits (the default) or on every exit from the
     start (``False``, the benchmark's baseline); the same exact optimum either way."""
@@ -176,4 +176,5 @@ def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality
     return out
 
 
-__all__ = ["charge", "charge_many", "complete_rows", "head_rows", "lazy_optima", "lazy_optimum", "resident_sums", "rows_trace"]
+__all__ = ["charge", "charge_many", "complete_rows", "head_rows", "lazy_optima", "lazy_optimum", "resident_sums",
+           "rows_trace"]
