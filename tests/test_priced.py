@@ -149,20 +149,39 @@ def test_the_exact_prefix_masses_are_the_rational_sums(compiled):
     Fractions, at the common unit of the smallest bit of any weight."""
     from fractions import Fraction
 
-    from kvcore.optima import priced
+    from kvcore.optima import pricing
     from kvcore.optima.mincost import dyadic
 
     rng = np.random.default_rng(5)
     a = random_rows(rng, 12) * np.ldexp(1.0, -rng.integers(0, 80, (12, 12)))  # many binary exponents
     lsb = int(dyadic(a[a > 0])[2].min())
     tok, step = np.nonzero(np.tril(a).T > 0)
-    kernel = priced.column_prefix
+    kernel = pricing.column_prefix
     if not compiled:
-        priced.column_prefix = priced.column_prefix.py_func
+        pricing.column_prefix = pricing.column_prefix.py_func
     try:
-        got = priced._exact_prefix(a, lsb, 8, tok, step).to_objects()
+        got = pricing.exact_prefix(a, lsb, 8, tok, step).to_objects()
     finally:
-        priced.column_prefix = kernel
+        pricing.column_prefix = kernel
     want = [sum((Fraction(float(a[s, i])) for s in range(i, t + 1)), Fraction(0)) / Fraction(2) ** lsb
             for i, t in zip(tok, step)]
     assert [Fraction(int(x)) for x in got] == want
+
+
+def test_the_pricing_kernel_runs_the_same_plain():
+    """:func:`price_head` compiled and as plain Python: the same candidates, counts, margin and bound term."""
+    from kvcore.optima import pricing
+
+    rng = np.random.default_rng(9)
+    a = random_rows(rng, 15)
+    line = np.cumsum(rng.random(16) * 0.05)[::-1].copy()
+    item, none = line[:15] - 0.2, np.zeros(0, np.int64)
+    fast = pricing.price_head(a, (none, none), line, item, 2, None)
+    kernel = pricing.price_rows
+    pricing.price_rows = pricing.price_rows.py_func
+    try:
+        plain = pricing.price_head(a, (none, none), line, item, 2, None)
+    finally:
+        pricing.price_rows = kernel
+    assert fast.token.size > 0 and np.array_equal(fast.token, plain.token) and np.array_equal(fast.step, plain.step)
+    assert (fast.omitted, fast.margin, fast.bound_term) == (plain.omitted, plain.margin, plain.bound_term)

@@ -17,7 +17,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from .priced import price_head
+from .pricing import price_head
 
 
 def lagrangian_bound(rows: list[np.ndarray], line_pot: np.ndarray, capacity: int) -> float:
