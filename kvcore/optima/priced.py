@@ -204,7 +204,8 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         flow, pi = sol.flow, as_objects(duals)[:layout.n_nodes]
         nodes, line_pot, item_pot = layout.potentials(pi, lsb)
         omitted, margin, added = 0, float("inf"), []
-        bound, slack = unit_total + layout.fixed_term(nodes), (T + 4) * 2.0 ** -52 * layout.fixed_scale(nodes)
+        fixed, slack = layout.fixed_term(nodes)
+        bound = unit_total + fixed
         for h in range(n_heads):
             a = _checked(rows(h), T, h)
             got = price_head(a, exits.of(h), line_pot[layout.line_of(h)], item_pot[h], per_item, skip)
@@ -332,19 +333,21 @@ class _Layout:
             items.append(x)
         return as_float, as_float[self.line_node], items
 
-    def fixed_term(self, pi: np.ndarray) -> float:
+    def fixed_term(self, pi: np.ndarray) -> tuple[float, float]:
         """The Lagrangian bound's part from the supplies and the line, source and sink arcs (every fixed arc but the
         take arcs, whose reduced costs the tokens' terms include): ``-sum_v pi_v b_v + sum_a min(0, rc_a) cap_a``
-        (cost 0 on each, so ``rc_a = pi_tail - pi_head``)."""
+        (cost 0 on each, so ``rc_a = pi_tail - pi_head``), and an allowance for its rounding: an arc whose computed
+        ``rc`` is within ``4 u (|pi_tail| + |pi_head|)`` of 0 may have either sign, so it adds that times its
+        capacity; the sum adds ``(n + 2) u`` times its terms' magnitudes."""
         n = self.n_fixed - self.item_tok.size
-        rc = pi[self.tail[:n]] - pi[self.head[:n]]
-        return float(-(pi * self.supply).sum() + (np.minimum(rc, 0.0) * self.cap[:n]).sum())
-
-    def fixed_scale(self, pi: np.ndarray) -> float:
-        """A magnitude the rounding of :meth:`fixed_term` stays within a few ulps of."""
-        n = self.n_fixed - self.item_tok.size
-        return float((np.abs(pi) * np.abs(self.supply)).sum() + (np.abs(pi[self.tail[:n]]) + np.abs(
-            pi[self.head[:n]])).dot(self.cap[:n]))
+        pt, ph = pi[self.tail[:n]], pi[self.head[:n]]
+        rc, err = pt - ph, 4 * 2.0 ** -53 * (np.abs(pt) + np.abs(ph))
+        near = rc < err
+        terms = np.minimum(rc[near], 0.0) * self.cap[:n][near]
+        supply = float(-(pi * self.supply).sum())
+        slack = float((self.cap[:n][near] * err[near]).sum()) + (n + 2) * 2.0 ** -53 * (
+            float(np.abs(terms).sum()) + float(np.abs(pi * self.supply).sum()))
+        return supply + float(terms.sum()), slack
 
     def result(self, exits: _Exits, totals: list[int], flow: np.ndarray, pi: np.ndarray, lsb: int,
                cert: Certificate) -> PricedResult:
