@@ -1,6 +1,7 @@
 """The coupled and static optima by pricing (:mod:`kvcore.optima.priced`) against the plain complete network.
 
-* on random small instances the priced coupled optimum equals the coupled flow on every exit
+* on random small instances, with and without exits leaving the network between rounds, the priced coupled
+  optimum equals the coupled flow on every exit
   (:func:`kvcore.optima.coupled.coupled_curve`), the priced static one the best split of the exact regret curves by
   dynamic programming (:func:`kvcore.optima.allocation.dp_allocation`, no convexity assumed), exactly (Fractions);
   the result is certified, and an independent exact check of every exit's reduced cost (:func:`verify`) finds none
@@ -49,10 +50,10 @@ def instance(seed: int, max_heads: int = 3, max_T: int = 9):
     return rows, H, T, int(rng.integers(1, H * T + 1))
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4))
-def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4), st.booleans())
+def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item, drop):
     rows, H, T, B = instance(seed)
-    res = priced_optimum(lambda h: rows[h], H, T, B, "coupled", top=top, per_item=per_item)
+    res = priced_optimum(lambda h: rows[h], H, T, B, "coupled", top=top, per_item=per_item, drop=drop)
     assert res.exact_regret == coupled_curve([as_trace(a) for a in rows], [B])[0].exact_regret
     assert res.certificate.certified and res.certificate.margin >= 0
     assert verify(rows, res) == []
@@ -61,10 +62,10 @@ def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item
     assert resident.max() <= B
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3))
-def test_the_priced_static_optimum_is_the_best_split(seed, top):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
+def test_the_priced_static_optimum_is_the_best_split(seed, top, drop):
     rows, H, T, B = instance(seed)
-    res = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top)
+    res = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, drop=drop)
     curves = [RegretCurve(as_trace(a)) for a in rows]
     best, _ = dp_allocation([lambda k, c=c: c(min(k, T)) for c in curves], B)
     assert res.exact_regret == best

@@ -60,7 +60,8 @@ MAX_ROUNDS = 1000  # a safety stop: each round adds at least one exit of finitel
 @dataclass(frozen=True)
 class Certificate:
     """What was checked: ``rounds`` solves; the network started from ``initial_exits`` exits of the
-    ``complete_exits`` (every positive entry), ``added_exits`` were priced in; in the last round every one of the
+    ``complete_exits`` (every positive entry), ``added_exits`` were priced in and ``dropped_exits`` left again
+    (out of the tree, no flow, reduced cost clearly positive: :func:`_droppable`); in the last round every one of the
     ``omitted_exits`` others was priced and the least ``rc - tol`` among them is ``margin`` (``>= 0``: each exact
     reduced cost is ``>= 0``, module docstring); ``certified`` when that holds and the simplex's exact
     complementary slackness held on the network.  ``lower_bound``: the best Lagrangian lower bound on the
@@ -70,6 +71,7 @@ class Certificate:
     rounds: int
     initial_exits: int
     added_exits: int
+    dropped_exits: int
     complete_exits: int
     omitted_exits: int
     margin: float
@@ -80,6 +82,7 @@ class Certificate:
         return {"method": "pricing: every omitted exit's reduced cost from the flow's exact potentials, in doubles, "
                           "accepted at >= tol = (T + 4) 2^-52 (P + |pi_item| + |pi_line|)",
                 "rounds": self.rounds, "initial_exits": self.initial_exits, "added_exits": self.added_exits,
+                "dropped_exits": self.dropped_exits,
                 "complete_exits": self.complete_exits, "omitted_exits": self.omitted_exits,
                 "margin": self.margin, "certified": self.certified, "lower_bound": self.lower_bound}
 
@@ -132,6 +135,40 @@ class _Exits:
     def size(self) -> int:
         return sum(t.size for _, t, _, _ in self.blocks)
 
+    def keep(self, mask: np.ndarray) -> None:
+        """Keep the exits ``mask`` marks (one bool per exit, in block order)."""
+        out, at = [], 0
+        for h, t, s, p in self.blocks:
+            m = mask[at:at + t.size]
+            at += t.size
+            if m.any():
+                out.append((h, t[m], s[m], p[m]))
+        self.blocks = out
+
+
+def _limbs_float(x: Limbs) -> np.ndarray:
+    """The integers of ``x`` as doubles (each limb exact in a double; the sum of the few scaled limbs rounds within a
+    few ulps)."""
+    return sum(x.d[:, j].astype(np.float64) * 2.0 ** (31 * j) for j in range(x.width))
+
+
+def _droppable(layout, exits: _Exits, flow: np.ndarray, tree: np.ndarray, nodes: np.ndarray, lsb: int
+               ) -> np.ndarray:
+    """Per exit in the network (block order): carries no flow, is not a tree arc, and its reduced cost is clearly
+    positive (above ``2**-40`` of its terms' size) -- a column that may leave the network: the flow and the tree
+    stay as they are, and it is priced again with the omitted ones, so the certificate is unchanged."""
+    in_tree = np.zeros(flow.size, dtype=bool)
+    in_tree[tree[tree >= 0]] = True
+    parts = []
+    for h, tok, step, prefix in exits.blocks:
+        P = np.ldexp(_limbs_float(prefix), lsb)
+        p_item = nodes[layout.node_of[h][tok]]
+        p_line = nodes[layout.line_node[layout.line_of(h), step + 1]]
+        rc = -P + p_item - p_line
+        parts.append(rc > 2.0 ** -40 * (P + np.abs(p_item) + np.abs(p_line)))
+    n = layout.n_fixed
+    return np.concatenate(parts) & (flow[n:] == 0) & ~in_tree[n:]
+
 
 def _positive(a: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``(token, step, weight)`` of the positive entries at or left of the diagonal, by token, then step."""
@@ -156,7 +193,8 @@ def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
 
 def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budget: int, kind: str = "coupled",
                    top: int = TOP, per_item: int = PER_ITEM, max_rounds: int = MAX_ROUNDS,
-                   skip: Callable | None = None, say: Callable[[str], None] | None = None) -> PricedResult:
+                   skip: Callable | None = None, say: Callable[[str], None] | None = None, drop: bool = True
+                   ) -> PricedResult:
     """The exact ``kind`` optimum (module docstring) of ``n_heads`` heads with ``budget`` slots in all.
 
     ``rows(h)`` returns head ``h``'s complete rows as a dense ``(T, T)`` float64 array (``a[t, i]``, ``i <= t``;
@@ -165,7 +203,8 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     ``certificate.lower_bound`` (the best of the rounds' Lagrangian bounds, :func:`price_head`) with its exact regret
     (an upper bound: a feasible schedule's complete-row regret) brackets the optimum -- ``max_rounds=1`` is a solve
     on the ``top`` heaviest entries per row with the gap it leaves.  ``skip``: see :func:`price_head` (tests only).
-    ``say``: receives one line of progress per round."""
+    ``say``: receives one line of progress per round.  ``drop``: exits that cannot help leave the network between
+    rounds (:func:`_droppable`; the same optimum, a smaller network)."""
     n_heads, T, budget = int(n_heads), int(T), int(budget)
     if kind not in KINDS:
         raise ParameterError(f"kind = {kind!r}: must be one of {KINDS}")
@@ -196,13 +235,22 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         totals.append(int(sum(full.to_objects().tolist())))
     n_initial = exits.size
     layout = _Layout(kind, tokens, T, budget)
-    rounds, tree, flow, bounds = 0, None, None, []
+    rounds, tree, flow, bounds, n_added, n_dropped, best = 0, None, None, [], 0, 0, None
     unit_total = float(sum(Fraction(t) for t in totals) * Fraction(2) ** lsb)
     while True:
         rounds += 1
         sol, tree, duals = solve_netsimplex_duals(layout.network(exits, flow), tree)
         flow, pi = sol.flow, as_objects(duals)[:layout.n_nodes]
         nodes, line_pot, item_pot = layout.potentials(pi, lsb)
+        retained = layout.retained(exits, flow)
+        if drop and (best is None or retained > best):
+            # columns leave only after a strict improvement: the networks at the drops have strictly better optima,
+            # so none repeats and the rounds end (each adds an exit)
+            best = retained
+            gone = _droppable(layout, exits, flow, tree, nodes, lsb)
+            if gone.any():
+                tree, flow = layout.without(exits, ~gone, tree, flow)
+                n_dropped += int(gone.sum())
         omitted, margin, added = 0, float("inf"), []
         fixed, slack = layout.fixed_term(nodes)
         bound = unit_total + fixed
@@ -215,13 +263,14 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
                 added.append((h, got.token, got.step, exact_prefix(a, lsb, width, got.token, got.step)))
         bounds.append(bound - slack - (T + 4) * 2.0 ** -52 * unit_total)
         if say is not None:
-            say(f"pricing round {rounds}: {exits.size:,} exits in the network, {sum(b[1].size for b in added):,} "
-                f"price in; lower bound {bounds[-1]:.6f}")
+            say(f"pricing round {rounds}: {exits.size:,} exits in the network ({n_dropped:,} dropped so far), "
+                f"{sum(b[1].size for b in added):,} price in; lower bound {bounds[-1]:.6f}")
         if not added or rounds == max_rounds:
             break
         for block in added:
             exits.add(*block)
-    cert = Certificate(rounds, n_initial, exits.size - n_initial, n_complete, omitted, margin,
+            n_added += block[1].size
+    cert = Certificate(rounds, n_initial, n_added, n_dropped, n_complete, omitted, margin,
                        not added and margin >= 0, max(bounds))
     return layout.result(exits, totals, flow, pi, lsb, cert)
 
@@ -348,6 +397,25 @@ class _Layout:
         slack = float((self.cap[:n][near] * err[near]).sum()) + (n + 2) * 2.0 ** -53 * (
             float(np.abs(terms).sum()) + float(np.abs(pi * self.supply).sum()))
         return supply + float(terms.sum()), slack
+
+    def retained(self, exits: _Exits, flow: np.ndarray) -> int:
+        """The exact retained mass of ``flow`` (units of ``2**lsb``): the prefix masses of the used exits."""
+        total, at = 0, self.n_fixed
+        for _, tok, _, prefix in exits.blocks:
+            used = np.flatnonzero(flow[at:at + tok.size] == 1)
+            at += tok.size
+            total += int(sum(prefix[used].to_objects().tolist()))
+        return total
+
+    def without(self, exits: _Exits, keep: np.ndarray, tree: np.ndarray, flow: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray]:
+        """Drop the exits ``keep`` does not mark (none in ``tree`` or carrying flow) and renumber ``tree`` and
+        ``flow`` to the smaller network (fixed arcs keep their indices)."""
+        exits.keep(keep)
+        index = np.concatenate([np.arange(self.n_fixed), self.n_fixed + np.cumsum(keep) - 1])
+        index[self.n_fixed:][~keep] = -1
+        return np.where(tree >= 0, index[np.maximum(tree, 0)], -1), np.concatenate(
+            [flow[:self.n_fixed], flow[self.n_fixed:][keep]])
 
     def result(self, exits: _Exits, totals: list[int], flow: np.ndarray, pi: np.ndarray, lsb: int,
                cert: Certificate) -> PricedResult:
