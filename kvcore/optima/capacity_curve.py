@@ -27,6 +27,7 @@ incremental chain took 1.25 s against 1.96 s cold.  ``RegretCurve`` therefore so
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from fractions import Fraction
 from typing import Iterator, Sequence
 
 import numpy as np
@@ -35,7 +36,7 @@ from ..errors import ParameterError
 from ..exact_sum import fsum_array
 from ..traces import AttentionTrace
 from .limbs import join
-from .mincost import FlowNetwork, exact_integers, scanned_costs, solve_netsimplex
+from .mincost import FlowNetwork, as_objects, exact_integers, scanned_costs, solve_netsimplex_duals
 from . import nm_flow
 from .nm_flow import by_tail_then_head, entries_by_token, heaviest, interval_network, stable_order
 
@@ -87,12 +88,15 @@ def entries_of(traces: Sequence[AttentionTrace]) -> Entries:
 
 @dataclass(frozen=True)
 class CurvePoint:
-    """The certified optimum at one capacity: ``lost`` marks the entries the optimal schedule does not retain."""
+    """The certified optimum at one capacity: ``lost`` marks the entries the optimal schedule does not retain;
+    ``line_potentials`` ``(T + 1,)``: the simplex's exact potentials of the line nodes as doubles in mass units (the
+    slot prices a Lagrangian bound on other rows starts from, :func:`kvcore.optima.lagrangian.lagrangian_bound`)."""
 
     capacity: int
     lost: np.ndarray
     solver: str
     gap_bound: float
+    line_potentials: np.ndarray | None = None
 
 
 def check_capacities(capacities: Sequence[int]) -> list[int]:
@@ -139,9 +143,11 @@ def optimum_curve(entries: Entries, capacities: Sequence[int], warm: bool = True
             cap, start = base.cap.copy(), base.start.copy()
             cap[:e.T] = start[:e.T] = c
             net = replace(base, cap=cap, start=start, supply=_moved(base.supply, first, last, c - caps[0]))
-        sol, final = solve_netsimplex(net, tree, scanned)
+        sol, final, duals = solve_netsimplex_duals(net, tree, scanned)
         flow, prev, tree = sol.flow, c, final if warm else None
-        yield CurvePoint(c, _lost(e, sol.flow[exits]), sol.solver, sol.gap_bound)
+        line = as_objects(duals[np.append(line_tail, last)]).tolist()
+        yield CurvePoint(c, _lost(e, sol.flow[exits]), sol.solver, sol.gap_bound,
+                         np.array([float(Fraction(p) * e.unit) for p in line]))
 
 
 def _moved(supply: np.ndarray, first: int, last: int, d: int) -> np.ndarray:

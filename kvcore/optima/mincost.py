@@ -176,16 +176,10 @@ def exact_integers(values: np.ndarray) -> tuple[np.ndarray, Fraction]:
     nz = values != 0
     if not nz.any():
         return np.zeros(values.size, np.int64), Fraction(1)
-    frac, ex = np.frexp(np.abs(values[nz]))
-    mant = np.ldexp(frac, 53).astype(np.int64)  # exact: frac has at most 53 significant bits
-    low = mant & -mant
-    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)  # low is a power of two: log2 is exact
-    odd = mant >> tz
-    lsb = ex.astype(np.int64) - 53 + tz
+    sign, odd, lsb = dyadic(values[nz])
     e = int(-lsb.min())
     shift = lsb + e  # >= 0
     top = int((shift + np.frexp(odd.astype(np.float64))[1]).max())  # frexp's exponent is the bit length (< 2**53)
-    sign = np.sign(values[nz]).astype(np.int64)
     # every odd mantissa is odd and some shift is 0, so the gcd of the integers is the gcd of the odd mantissas
     g = int(np.gcd.reduce(odd))
     odd //= g
@@ -197,6 +191,16 @@ def exact_integers(values: np.ndarray) -> tuple[np.ndarray, Fraction]:
     d = np.zeros((values.size, big.width), np.int64)
     d[nz] = big.d
     return Limbs(d), Fraction(g) / Fraction(2) ** e
+
+
+def dyadic(values: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(sign, odd, lsb)`` with ``values == sign * odd * 2**lsb`` exactly, ``odd`` an odd int64 below ``2**53``:
+    each nonzero finite double's integer mantissa with its trailing zero bits moved into the exponent."""
+    frac, ex = np.frexp(np.abs(values))
+    mant = np.ldexp(frac, 53).astype(np.int64)  # exact: frac has at most 53 significant bits
+    low = mant & -mant
+    tz = np.round(np.log2(low.astype(np.float64))).astype(np.int64)  # low is a power of two: log2 is exact
+    return np.sign(values).astype(np.int64), mant >> tz, ex.astype(np.int64) - 53 + tz
 
 
 def bit_length(ints: np.ndarray) -> int:
@@ -299,8 +303,19 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None, scann
     """The exact network simplex from ``net.start``, and the final spanning tree (one arc per node, -1 for a node
     hung from the root).  ``tree_arc`` (same form) is the starting tree: a strongly feasible tree that holds every arc
     strictly between its bounds in ``net.start`` -- a previous solve's final tree stays one when arcs carrying flow
-    at their upper bound are appended (:mod:`kvcore.optima.capacity_curve` re-solves that way).  ``scanned``:
-    :func:`scanned_costs` of a network with the same arcs, costs and scan order (computed here when not given)."""
+    at their upper bound are appended (:mod:`kvcore.optima.capacity_curve` re-solves that way), or at flow 0, their
+    lower bound (:mod:`kvcore.optima.priced` prices exits in that way).  ``scanned``: :func:`scanned_costs` of a
+    network with the same arcs, costs and scan order (computed here when not given)."""
+    sol, tree, _ = solve_netsimplex_duals(net, tree_arc, scanned)
+    return sol, tree
+
+
+def solve_netsimplex_duals(net: FlowNetwork, tree_arc: np.ndarray | None = None,
+                           scanned: ScannedCosts | None = None) -> tuple[FlowSolution, np.ndarray, np.ndarray]:
+    """:func:`solve_netsimplex` and its certificate: the exact node potentials ``pi`` (int64 or
+    :class:`~kvcore.optima.limbs.Limbs`, in units of ``net.cost_unit``, one per node and the simplex's root last;
+    :func:`as_objects` makes them Python integers) with ``cost[a] + pi[tail[a]] - pi[head[a]]`` satisfying
+    complementary slackness with the returned flow on every arc of ``net``."""
     sc = scanned_costs(net) if scanned is None else scanned
     order, tail, head, exact, bits, width = sc.order, sc.tail, sc.head, sc.exact, sc.bits, sc.width
     cap = (net.cap - net.lower)[order].astype(np.int64)
@@ -329,8 +344,9 @@ def solve_netsimplex(net: FlowNetwork, tree_arc: np.ndarray | None = None, scann
             out[order] = flow + net.lower[order]
             _check_feasible(net, out, "netsimplex")
             final = pred[:-1]
+            duals = pot if isinstance(exact, Limbs) else pi
             return FlowSolution(out, "netsimplex", 0.0), np.where(final < net.n_arcs, order[np.minimum(
-                final, net.n_arcs - 1)], -1)
+                final, net.n_arcs - 1)], -1), duals
         if isinstance(exact, Limbs):
             # a near tie went the wrong way: the next round starts from the exact reduced costs, an equivalent cost
             # vector, rounded at a finer scale

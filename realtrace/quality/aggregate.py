@@ -41,7 +41,9 @@ def aggregate(results: list[dict], layer_groups) -> dict:
         total.update(accuracy=len(right) / len(counted) if counted else None, right=len(right), counted=len(counted))
         groups = {g: {q: float(layers[q][list(rng)].mean()) for q in LAYERED}
                   for g, rng in layer_groups if max(rng) < layers["regret_stream"].shape[0]}
+        certificates = {p["name"]: run["opt_certificate"] for p, run in items if "opt_certificate" in run}
         runs.append({
+            **({"certificates": certificates} if certificates else {}),
             "config": name, "kind": first["kind"], "mode": first["mode"], "budget": k,
             "max_resident": max(run["max_resident"] for _, run in items),
             "max_resident_total": max(run.get("max_resident_total", 0) for _, run in items),

@@ -90,14 +90,21 @@ def rows_trace(rows, top: int | None, source: str) -> AttentionTrace:
         from ..capture import sparsify_rows
 
         return sparsify_rows(rows, top, source)
-    import torch
-
-    a = torch.tril(rows.to(torch.float64))
-    a = (a / a.sum(dim=1, keepdim=True)).numpy()
+    a = complete_rows(rows)
     step, index = np.nonzero(a)  # row-major: steps ascending, positions ascending within a step
     indptr = np.concatenate([[0], np.cumsum(np.bincount(step, minlength=a.shape[0]))]).astype(np.int64)
     # every entry is stored, so no mass is unattributed; ``1 - sum`` of a renormalised float64 row (~1e-16) is rounding
     return AttentionTrace(indptr, index.astype(np.int64), a[step, index], np.zeros(a.shape[0]), source)
+
+
+def complete_rows(rows) -> np.ndarray:
+    """``rows`` (:func:`head_rows`, a tensor) as the dense float64 array a complete trace stores: the entries at or
+    left of the diagonal, each row renormalised as the capture renormalises (what :func:`rows_trace` takes, and the
+    priced optima of :mod:`kvcore.optima.priced` read)."""
+    import torch
+
+    a = torch.tril(rows.to(torch.float64))
+    return (a / a.sum(dim=1, keepdim=True)).numpy()
 
 
 def charge(rows, drop: np.ndarray) -> np.ndarray:
@@ -147,26 +154,33 @@ def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "qua
 
 def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality", columns: bool = True
                 ) -> list[tuple[np.ndarray, float, float]]:
-    """:func:`lazy_optimum` at each of ``capacities`` on the same rows: the trace, its exact integers and the flow
-    network built once, each capacity solved on it with the line capacity replaced
-    (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
+    """:func:`lazy_optimum` at each of ``capacities`` on the same rows (with ``top``, ``lower`` is the larger of the
+    truncated rows' optimum and the Lagrangian bound its line potentials give on the complete rows,
+    :func:`kvcore.optima.lagrangian.lagrangian_bound`; both are lower bounds of the complete rows' optimum): the
+    trace, its exact integers and the flow network built once, each capacity solved on it with the line capacity
+    replaced (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
     :func:`kvcore.optima.nm_opt` per capacity, measured 0.35 s of the 1.3 s per capacity saved at T = 2,000).
     ``columns``: solved by column generation from each step's heaviest exits (the default) or on every exit from the
     start (``False``, the benchmark's baseline); the same exact optimum either way."""
     from kvcore.optima.capacity_curve import entries_of, item_drops, optimum_curve
+    from kvcore.optima.lagrangian import lagrangian_bound
 
     trace = rows_trace(rows, top, source)
     entries = entries_of([trace])
     tokens = entries.arrival  # one trace: an item per token with stored mass, arriving at its own position
     curve = optimum_curve(entries, sorted(set(capacities)), warm=False, columns=columns)
-    solved = {p.capacity: p.lost for p in curve}
+    solved = {p.capacity: p for p in curve}
     out = []
     for capacity in capacities:
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival
-        drop[tokens] = item_drops(entries, solved[capacity])
+        drop[tokens] = item_drops(entries, solved[capacity].lost)
         drop = lazy_drop(drop, capacity)
-        out.append((drop, fsum_array(entries.weight[solved[capacity]]), float(charge(rows, drop).sum())))
+        lower = fsum_array(entries.weight[solved[capacity].lost])
+        if top is not None:  # the truncated solve's slot prices bound the complete rows' optimum too
+            lower = max(lower, lagrangian_bound([np.asarray(rows)], solved[capacity].line_potentials, capacity))
+        out.append((drop, lower, float(charge(rows, drop).sum())))
     return out
 
 
-__all__ = ["charge", "charge_many", "head_rows", "lazy_optima", "lazy_optimum", "resident_sums", "rows_trace"]
+__all__ = ["charge", "charge_many", "complete_rows", "head_rows", "lazy_optima", "lazy_optimum", "resident_sums",
+           "rows_trace"]

@@ -194,7 +194,8 @@ def _schedule(ref: _Reference, cfg: Config, k: int, seed: int, top: int | None, 
     T = ref.T
     if cfg.kind == "opt":
         if (cfg.spec, opt_top) not in memo:
-            memo[cfg.spec, opt_top] = stored.optima(ref, cfg.spec, opt_top)
+            memo[cfg.spec, opt_top] = stored.optima(ref, cfg.spec, opt_top,
+                                                    notes=memo.setdefault(("notes", cfg.spec, opt_top), {}))
         drops, gap = memo[cfg.spec, opt_top][k]
         return drops, None, gap
     if cfg.kind == "press":
@@ -276,6 +277,9 @@ def _one_run(lm, ref: _Reference, cfg: Config, k: int, seed: int, top: int | Non
            "prompt_kept": float((drops[:, :, :n_prompt] > n_prompt).sum(axis=2).mean()),
            "right": answer_right(argmax[a0:], ref.targets[a0:]),
            "opt_gap": None if gap is None else float(gap.mean() / T)}
+    certificate = memo.get(("notes", cfg.spec, opt_top), {}).get(k, {}).get("certificate")
+    if certificate is not None:
+        out["opt_certificate"] = certificate
     for scope, r0 in (("stream", k), ("answer", a0)):
         for name, per_step in (("error", error), ("displaced", displaced)):
             out[f"{name}_{scope}"] = per_step[:, :, r0:T - 1].mean(axis=2)

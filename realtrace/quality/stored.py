@@ -6,6 +6,8 @@ run (:func:`realtrace.quality.run._one_run`) decides what a pass is and this mod
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 
 from .cache import closed_loop_key, optimum_key, pass_key
@@ -14,19 +16,27 @@ from .optima import opt_schedules
 PASS_ARRAYS = ("kl", "dnll", "top1", "argmax", "error", "displaced")  # a pass's metrics, in the run's order
 
 
-def optima(ref, name: str, opt_top: int | None, each_head=None) -> dict:
+def optima(ref, name: str, opt_top: int | None, each_head=None, notes: dict | None = None) -> dict:
     """The optimum ``name`` at every budget of the prompt (:func:`realtrace.quality.optima.opt_schedules`): each
     budget's read from the cache where it holds it, the others solved together (``each_head`` receiving each head's
-    rows and solved drops, as :func:`realtrace.quality.optima.mass_optima` gives them) and stored."""
+    rows and solved drops, as :func:`realtrace.quality.optima.mass_optima` gives them) and stored; ``notes[k]``
+    (optional) receives each budget's notes (a certificate, stored beside the schedule as JSON)."""
     keys = {k: optimum_key(ref.key, name, k, opt_top) for k in ref.budgets}
     found = {k: ref.store.read("optimum", key) for k, key in keys.items()}
     out = {k: (arrays["drop"], arrays.get("gap")) for k, arrays in found.items() if arrays is not None}
+    if notes is not None:
+        notes.update({k: json.loads(str(arrays["notes"])) for k, arrays in found.items()
+                      if arrays is not None and "notes" in arrays})
     ref.optima_cached += len(out)
     missing = [k for k in ref.budgets if k not in out]
     if missing:
-        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top, each_head).items():
-            ref.store.write("optimum", keys[k], {"drop": drops, **({} if gap is None else {"gap": gap})})
+        made: dict = {}
+        for k, (drops, gap) in opt_schedules(ref, name, missing, opt_top, each_head, made).items():
+            extra = {} if not made.get(k) else {"notes": np.array(json.dumps(made[k]))}
+            ref.store.write("optimum", keys[k], {"drop": drops, **({} if gap is None else {"gap": gap}), **extra})
             out[k] = drops, gap
+        if notes is not None:
+            notes.update({k: v for k, v in made.items() if v})
     return out
 
 
