@@ -142,14 +142,14 @@ _RANK_POWERS: dict[float, np.ndarray] = {}  # exponent -> r^(-s) for r = 1..len,
 def zipf_weights(n: int, s: float) -> np.ndarray:
     """Zipf weights over ranks ``1..n``: ``r^(-s) / sum_{q=1}^{n} q^(-s)`` (``s = 0`` is uniform).
 
-    The powers are correctly rounded (:mod:`kvcore.portable_math`) and the sum is ``math.fsum``'s, so a trace drawn
+    The powers are :mod:`kvcore.portable_math`'s and the sum is ``math.fsum``'s, so a trace drawn
     from these weights has the same bits on every machine (numpy's ``**`` differs by CPU in the last bit)."""
     n = integer(n, "n", 1)
     s = real(s, "zipf exponent", 0.0)
     table = _RANK_POWERS.get(s)
-    if table is None or table.size < n:
-        table = portable_math.power(np.arange(1, n + 1, dtype=np.float64), -s)
-        _RANK_POWERS[s] = table
+    if table is None or table.size < n:  # grown by doubling: a trace asks for n = 1, 2, 3, ... in turn
+        size = max(n, 2 * (0 if table is None else table.size))
+        table = _RANK_POWERS[s] = portable_math.power(np.arange(1, size + 1, dtype=np.float64), -s)
     w = table[:n]
     return w / math.fsum(w.tolist())
 

@@ -135,8 +135,7 @@ def cmd_run(args) -> int:
     from theorems.claims import CLAIMS, Context
 
     from .inputs import annotate, quality_inputs, selected
-    from .report import (REPO_ROOT, Staging, ledger_changes, progress, real_trace_section, write_ledger,
-                         write_report)
+    from .report import REPO_ROOT, Staging, ledger_changes, progress, write_ledger, write_report
     from .runner import run_items, usable_cores
 
     profile = _profile(args)
@@ -148,22 +147,28 @@ def cmd_run(args) -> int:
         fig_ids, claim_ids = list(figures.FIGURES), list(CLAIMS)
         fig_dir = staging.path("figures/.keep").parent
         with quality_inputs(claim_ids, args.full, args.recompute, staging.root) as inputs:
-            # first what reads no quality input set, while those are remade; then the rest
+            # beside a recompute: first what reads no quality input set, while the sets are remade; then the rest
             waiting_figs, waiting_claims = inputs.waiting_figures(fig_ids), inputs.waiting_claims(claim_ids)
             late_figs = [f for f in fig_ids if f in waiting_figs]
             late_claims = [c for c in claim_ids if c in waiting_claims]
             totals = (len(fig_ids), len(claim_ids))
             ctx = Context(profile, staging.dir, waiting=frozenset(late_figs))
-            with inputs.on_one_core():
-                # beside a recompute (threads that hold the other cores) the run stays one process: no fork
-                built, results = run_items([f for f in fig_ids if f not in waiting_figs],
-                                           [c for c in claim_ids if c not in waiting_claims], ctx, fig_dir,
-                                           jobs=1 if inputs.recomputing() else jobs, totals=totals)
-                real = real_trace_section(profile, staging)
-            used = inputs.wait()
-            ctx.waiting = frozenset()
-            late = run_items(late_figs, late_claims, ctx, fig_dir, jobs=jobs, totals=totals,
-                             first=(len(built) + 1, len(results) + 1))
+            if not inputs.remakes:  # nothing to wait for: one pass, each item held to the input sets it declares
+                readers = {("figure", f) for f in late_figs} | {("claim", c) for c in late_claims}
+                built, results, real = run_items(fig_ids, claim_ids, ctx, fig_dir, jobs=jobs, totals=totals,
+                                                 real_traces=staging, held=inputs.waiting, readers=readers)
+                used, late = inputs.wait(), ({}, {})
+            else:
+                with inputs.on_one_core():
+                    # beside a recompute (threads that hold the other cores) the run stays one process: no fork
+                    built, results, real = run_items([f for f in fig_ids if f not in waiting_figs],
+                                                     [c for c in claim_ids if c not in waiting_claims], ctx,
+                                                     fig_dir, jobs=1 if inputs.recomputing() else jobs,
+                                                     totals=totals, real_traces=staging)
+                used = inputs.wait()
+                ctx.waiting = frozenset()
+                late = run_items(late_figs, late_claims, ctx, fig_dir, jobs=jobs, totals=totals,
+                                 first=(len(built) + 1, len(results) + 1))[:2]
         built = {f: {**built, **late[0]}[f] for f in fig_ids}
         results = {c: {**results, **late[1]}[c] for c in claim_ids}
         annotate(results, used)
@@ -204,7 +209,7 @@ def cmd_figure(args) -> int:
     fid = figures.spec(args.id).fig_id
     root = _out_root(args, Path(DEFAULT_OUT))
     with Staging(root) as staging:
-        built, _ = run_items([fid], [], Context(_profile(args), staging.dir), staging.path("figures/.keep").parent)
+        built = run_items([fid], [], Context(_profile(args), staging.dir), staging.path("figures/.keep").parent)[0]
     for p in built[fid]:
         print(root / p)
     return 0
@@ -225,7 +230,7 @@ def cmd_claim(args) -> int:
     with Staging(root) as staging:
         with quality_inputs([args.id], args.full, args.recompute, staging.root) as inputs:
             used = inputs.wait()
-            _, results = run_items([], [args.id], Context(profile, staging.dir), staging.dir / "figures")
+            results = run_items([], [args.id], Context(profile, staging.dir), staging.dir / "figures")[1]
         annotate(results, used)
         res = results[args.id]
     rec = claim_record(args.id, res, profile)

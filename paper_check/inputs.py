@@ -185,13 +185,16 @@ def fallback_line(reasons: dict[str, str]) -> str:
 class QualityInputs:
     """The input sets of one run while they are remade (:func:`quality_inputs`).  Until :meth:`wait`, every declared
     set the run's claims read is ``waiting`` -- being recomputed, or, when it is read from its committed files, held
-    back all the same, so that the quick profile runs the same two phases and a reader missing from the declaration
-    fails there too: :func:`realtrace.input_dir` raises :class:`realtrace.InputPending` for it.  What reads none of
-    them (:meth:`waiting_claims`, :meth:`waiting_figures` say what does) runs meanwhile."""
+    back all the same from what does not declare it, so that a reader missing from the declaration fails in the quick
+    profile too: :func:`realtrace.input_dir` raises :class:`realtrace.InputPending` for it.  What reads none of them
+    (:meth:`waiting_claims`, :meth:`waiting_figures` say what does) runs meanwhile; when nothing is remade
+    (:attr:`remakes` false) the declared readers run beside it, each with its own sets released
+    (``paper_check.runner``)."""
 
     def __init__(self, sets: list[QualityInput], todo: list[QualityInput], reasons: dict[str, str],
                  staging: Path | None, claim_ids):
         self.sets, self.reasons, self.claim_ids = sets, reasons, list(claim_ids)
+        self.remakes = bool(todo)  # False: every set is read from its committed files (no phase has to wait)
         self.waiting = frozenset(s.name for s in sets)
         self.used: dict[str, dict[str, str]] | None = None
         self._staging, self._done = staging, {}

@@ -3,7 +3,7 @@
 Figures and claims are independent computations that share tables (:func:`theorems.tables.cached`: Fig. 8 and
 ``eq9-randomized`` read one marking table, the seed-002 figure and the block claims one block study).  With ``jobs``
 above 1 the run forks that many worker processes and hands each the next item as it frees up (``imap_unordered``,
-one at a time; figures first, then claims, in registry order).  The workers share tables through a temporary
+one at a time; claims first, then figures, each in registry order).  The workers share tables through a temporary
 directory (:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it,
 and one that needs it meanwhile waits for it -- so, as in a serial run, every table is computed once.  A claim names
 its figures' files before they are written (``ctx.figures`` holds the names every figure is written under, from the
@@ -32,7 +32,7 @@ from theorems.claims import CLAIMS, ClaimResult, Context
 from theorems.profile import Profile
 from theorems.tables import shared_between_processes
 
-from .report import progress
+from .report import progress, real_trace_section
 
 
 def usable_cores() -> int:
@@ -50,6 +50,9 @@ class _Run:
     profile: Profile
     fig_dir: Path
     ctx: Context
+    staging: Any = None  # the run's Staging, for the real-trace section
+    held: frozenset[str] = frozenset()  # the input sets an item not in `readers` may not read
+    readers: frozenset[tuple[str, str]] = frozenset()  # the items that read them (declared)
 
 
 _RUN: _Run | None = None
@@ -57,17 +60,29 @@ _RUN: _Run | None = None
 
 def _item(item: tuple[str, str]) -> tuple[str, str, Any, float]:
     """Build one figure or decide one claim: (kind, id, files or result, seconds)."""
-    import figures
-    from theorems.results.overlays import figure_data
+    from realtrace import inputs_pending
 
     kind, ident = item
     t0 = time.perf_counter()
+    if not _RUN.held:  # the caller holds what is pending (two phases beside a recompute, or nothing to hold)
+        return kind, ident, _made(kind, ident), time.perf_counter() - t0
+    reader = item in _RUN.readers
+    # what reads no input set still may not read one (the check of the declarations), nor name a reader's figure
+    _RUN.ctx.waiting = frozenset() if reader else frozenset(f for k, f in _RUN.readers if k == "figure")
+    with inputs_pending(frozenset() if reader else _RUN.held, only=True):
+        return kind, ident, _made(kind, ident), time.perf_counter() - t0
+
+
+def _made(kind: str, ident: str) -> Any:
+    import figures
+    from theorems.results.overlays import figure_data
+
     if kind == "figure":
         paths = figures.build(ident, _RUN.fig_dir, data=figure_data(ident, _RUN.profile))
-        value: Any = [f"figures/{p.name}" for p in paths]
-    else:
-        value = CLAIMS[ident].run(_RUN.ctx)
-    return kind, ident, value, time.perf_counter() - t0
+        return [f"figures/{p.name}" for p in paths]
+    if kind == "claim":
+        return CLAIMS[ident].run(_RUN.ctx)
+    return real_trace_section(_RUN.profile, _RUN.staging)  # it prints its own progress line
 
 
 def _ignore_interrupts() -> None:
@@ -94,22 +109,33 @@ def figure_files(fig_id: str) -> list[str]:
 
 
 def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir: Path, *, jobs: int = 1,
-              first: tuple[int, int] = (1, 1), totals: tuple[int, int] | None = None
-              ) -> tuple[dict[str, list[str]], dict[str, ClaimResult]]:
-    """Build the figures and decide the claims.  Returns (figure id -> files relative to the output root, claim id
-    -> result), both in the order given.  Progress lines number figures and claims from ``first`` of ``totals``
-    (default: these alone)."""
+              first: tuple[int, int] = (1, 1), totals: tuple[int, int] | None = None, real_traces: Any = None,
+              held: frozenset[str] = frozenset(), readers: frozenset[tuple[str, str]] = frozenset()
+              ) -> tuple[dict[str, list[str]], dict[str, ClaimResult], dict | None]:
+    """Build the figures and decide the claims, and with ``real_traces`` (the run's Staging) make the report's
+    real-trace section.  Returns (figure id -> files relative to the output root, claim id -> result, the section
+    or None), the first two in the order given.  Progress lines number figures and claims from ``first`` of
+    ``totals`` (default: these alone).  The items are handed out claims first: the costliest items of the main job
+    are claims (``default-policy``, ``eq9-randomized``), and a long item started last leaves the other cores idle.
+    ``held``: input sets (``realtrace.input_dir``) that only the ``readers`` (``("claim"|"figure", id)``) may read,
+    and whose figures only they may name -- the run's check that every reader is declared, item by item."""
     global _RUN
     if "fork" not in multiprocessing.get_all_start_methods():
         jobs = 1
     totals = totals or (len(figure_ids), len(claim_ids))
     ctx.figures.update({f: figure_files(f) for f in figure_ids})
-    _RUN = _Run(ctx.profile, fig_dir, ctx)
+    _RUN = _Run(ctx.profile, fig_dir, ctx, real_traces, frozenset(held), frozenset(readers))
     built: dict[str, list[str]] = {}
     results: dict[str, ClaimResult] = {}
+    section = None
     done = {"figure": first[0], "claim": first[1]}
-    items = [("figure", f) for f in figure_ids] + [("claim", c) for c in claim_ids]
+    items = [("claim", c) for c in claim_ids] + [("figure", f) for f in figure_ids]
+    items.sort(key=lambda item: item not in readers)  # readers of input sets first: default-policy is one
+    items += [("real", "")] if real_traces is not None else []
     for kind, ident, value, seconds in _each(items, jobs):
+        if kind == "real":
+            section = value
+            continue
         if kind == "figure":
             if value != ctx.figures[ident]:
                 raise RuntimeError(f"figure {ident} wrote {value}, not the {ctx.figures[ident]} its claims name")
@@ -120,4 +146,4 @@ def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir
             what = value.verdict
         progress(f"[{kind} {done[kind]}/{totals[0 if kind == 'figure' else 1]}] {ident}: {what} ({seconds:.1f} s)")
         done[kind] += 1
-    return {f: built[f] for f in figure_ids}, {c: results[c] for c in claim_ids}
+    return {f: built[f] for f in figure_ids}, {c: results[c] for c in claim_ids}, section

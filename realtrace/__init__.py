@@ -55,10 +55,13 @@ def input_dir(name: str) -> Path:
 
 
 @contextmanager
-def inputs_pending(names):
+def inputs_pending(names, *, only: bool = False):
     """Within the block, :func:`input_dir` of each of ``names`` raises :class:`InputPending`: ``paper_check --full``
-    runs what reads none of them while they are recomputed, and this catches a reader it should have waited for."""
+    runs what reads none of them while they are recomputed, and this catches a reader it should have waited for.
+    ``only``: these and no others (``paper_check``'s parallel run gives each item its own)."""
     saved = set(_INPUTS_PENDING)
+    if only:
+        _INPUTS_PENDING.clear()
     _INPUTS_PENDING.update(names)
     try:
         yield

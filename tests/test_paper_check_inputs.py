@@ -323,16 +323,16 @@ def test_a_figure_drawn_from_a_waiting_set_is_not_handed_out():
 @pytest.mark.parametrize("s", QUALITY_INPUTS, ids=lambda s: s.name)
 def test_each_figure_declared_for_a_set_reads_it(s):
     """The other direction of the declaration (a reader missing from it fails every quick run, which holds every
-    set back until the claims that read none have run): each figure declared for ``s`` reads it."""
+    set back from what does not declare it): each figure declared for ``s`` reads it."""
     import figures
     from realtrace import InputPending, inputs_pending
     from theorems.profile import PROFILES
     from theorems.results.overlays import figure_data
-    from theorems.tables import _cached
+    from theorems import tables
 
     for fid in s.figures:
         assert fid in figures.FIGURES, fid
-        _cached.cache_clear()  # a table computed earlier in this process would not read the set again
+        tables._TABLES.clear()  # a table computed earlier in this process would not read the set again
         with inputs_pending({s.name}), pytest.raises(InputPending, match=s.name):
             figure_data(fid, PROFILES["quick"])
 

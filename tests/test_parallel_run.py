@@ -66,7 +66,8 @@ def test_a_table_made_inside_two_others_is_made_once_and_nothing_waits_forever(t
 def test_figures_and_a_claim_in_two_workers(tmp_path):
     assert "fork" in multiprocessing.get_all_start_methods()
     ctx = Context(QUICK, tmp_path)
-    built, results = run_items(["2", "8"], ["eq6-det-lower-bound"], ctx, tmp_path / "figures", jobs=2)
+    built, results, section = run_items(["2", "8"], ["eq6-det-lower-bound"], ctx, tmp_path / "figures", jobs=2)
+    assert section is None  # no real-trace section asked for
     assert built == {"2": figure_files("2"), "8": figure_files("8")} == ctx.figures
     assert built["8"] == ["figures/fig08_k_vs_hk.png", "figures/fig08_k_vs_hk.svg"]
     assert all((tmp_path / p).is_file() for p in built["2"] + built["8"])
@@ -77,3 +78,21 @@ def test_jobs_is_a_positive_whole_number_and_defaults_to_the_usable_cores():
     assert usable_cores() >= 1
     code, out, err = run_module("paper_check", "--jobs", "0")
     assert is_one_line_error(code, err, "--jobs"), err
+
+
+def test_an_item_reads_only_the_input_sets_it_declares(tmp_path):
+    """With nothing recomputed the main job runs readers of input sets beside the rest, each item held to its
+    declaration (``held``/``readers``): a reader left out of the declaration fails as it fails beside a recompute."""
+    import pytest
+    from realtrace import InputPending
+
+    ctx = Context(QUICK, tmp_path)
+    held = {"quality_benchmark"}
+    readers = {("claim", "tracking-benchmark"), ("figure", "bench")}
+    built, results, _ = run_items(["bench"], ["tracking-benchmark"], ctx, tmp_path / "figures", held=held,
+                                  readers=readers)
+    assert results["tracking-benchmark"].verdict and built["bench"] == figure_files("bench")
+    tables._TABLES.clear()  # read the set again
+    with pytest.raises(InputPending, match="quality_benchmark"):
+        run_items([], ["tracking-benchmark"], Context(QUICK, tmp_path), tmp_path / "figures", held=held,
+                  readers={("figure", "bench")})
