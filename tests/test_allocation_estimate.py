@@ -57,16 +57,22 @@ def test_the_threshold_bisection_on_a_hand_example(rounds):
     assert allocation_regret(curves, [0, 2]) == 2 < allocation_regret(curves, [1, 1])
 
 
+def _stored_curves(decreases):
+    """Curves given by values standing for stored ones (the estimate is replaced, so their entries are never read)."""
+    curves = []
+    for f in value_curves(decreases):
+        curve = RegretCurve(solve=f)
+        curve.entries = "stored"
+        curves.append(curve)
+    return curves
+
+
 def test_a_check_reading_the_next_slot_too_far_does_not_take_a_wrong_estimate(monkeypatch):
     """Decreases [5, 4, 1] and [3, 0, 0], total 2: the allocation is [2, 0] (5 + 4 removed).  The estimate [1, 1] is
     wrong -- head 1's next slot (4) is worth more than head 2's last (3) -- and must be refused; a check reading each
     head's slot after next (1 and 0, both below 3) would accept it.  Curves given by values stand for stored ones
     (the estimate is replaced, so their entries are never read)."""
-    curves = []
-    for f in value_curves([[5, 4, 1], [3, 0, 0]]):
-        curve = RegretCurve(solve=f)
-        curve.entries = "stored"
-        curves.append(curve)
+    curves = _stored_curves([[5, 4, 1], [3, 0, 0]])
     monkeypatch.setattr(float_curve, "estimated_allocation", lambda *a: [1, 1])
     assert certified_allocation(curves, 2, 3) == [2, 0] == greedy_allocation(curves, 2, 3)
 
@@ -74,11 +80,7 @@ def test_a_check_reading_the_next_slot_too_far_does_not_take_a_wrong_estimate(mo
 def test_a_right_estimate_is_taken_without_the_threshold(monkeypatch):
     """The estimate proved right by the exact values at ``k_h - 1, k_h, k_h + 1`` is returned as it is: the
     threshold allocation (45-70 s of CPU on the model's 90 heads) is not run."""
-    curves = []
-    for f in value_curves([[5, 4, 1], [3, 0, 0]]):
-        curve = RegretCurve(solve=f)
-        curve.entries = "stored"
-        curves.append(curve)
+    curves = _stored_curves([[5, 4, 1], [3, 0, 0]])
     monkeypatch.setattr(float_curve, "estimated_allocation", lambda *a: [2, 0])
 
     def refuse(*a):
