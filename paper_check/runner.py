@@ -2,10 +2,12 @@
 
 Figures and claims are independent computations that share tables (:func:`theorems.tables.cached`: Fig. 8 and
 ``eq9-randomized`` read one marking table, the seed-002 figure and the block claims one block study).  With ``jobs``
-above 1 the run forks that many worker processes and hands each the next item as it frees up (``imap_unordered``,
-one at a time; claims first, then figures, each in registry order).  The workers share tables through a temporary
-directory (:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it,
-and one that needs it meanwhile waits for it -- so, as in a serial run, every table is computed once.  A claim names
+above 1 the run forks that many worker processes and hands each the next item as it frees up (one at a time; claims
+first, then figures, each in registry order).  The workers share tables through a temporary directory
+(:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it -- so, as
+in a serial run, every table is computed once.  An item that needs a table another worker is making goes back to
+the end of the queue (:class:`theorems.tables.TableBusy`) while other items are left, and waits for it only when
+none is: a worker is not left idle behind a lock.  A claim names
 its figures' files before they are written (``ctx.figures`` holds the names every figure is written under, from the
 registry's stems and :data:`kvcore.atomic.FIGURE_FORMATS`); the run fails if a figure wrote others.
 
@@ -23,14 +25,16 @@ import os
 import signal
 import tempfile
 import time
+from collections import deque
 from dataclasses import dataclass
 from pathlib import Path
+from queue import SimpleQueue
 from typing import Any
 
 from kvcore.atomic import FIGURE_FORMATS
 from theorems.claims import CLAIMS, ClaimResult, Context
 from theorems.profile import Profile
-from theorems.tables import shared_between_processes
+from theorems.tables import TableBusy, deferring, shared_between_processes
 
 from .report import progress, real_trace_section
 
@@ -58,19 +62,25 @@ class _Run:
 _RUN: _Run | None = None
 
 
-def _item(item: tuple[str, str]) -> tuple[str, str, Any, float]:
-    """Build one figure or decide one claim: (kind, id, files or result, seconds)."""
+def _item(item: tuple[str, str], may_defer: bool = False) -> tuple[str, str, Any, float]:
+    """Build one figure or decide one claim: (kind, id, files or result, seconds); with ``may_defer``, ("busy", id,
+    item, seconds) when a table it needs is being made by another worker (:class:`theorems.tables.TableBusy`)."""
     from realtrace import inputs_pending
 
     kind, ident = item
     t0 = time.perf_counter()
-    if not _RUN.held:  # the caller holds what is pending (two phases beside a recompute, or nothing to hold)
-        return kind, ident, _made(kind, ident), time.perf_counter() - t0
-    reader = item in _RUN.readers
-    # what reads no input set still may not read one (the check of the declarations), nor name a reader's figure
-    _RUN.ctx.waiting = frozenset() if reader else frozenset(f for k, f in _RUN.readers if k == "figure")
-    with inputs_pending(frozenset() if reader else _RUN.held, only=True):
-        return kind, ident, _made(kind, ident), time.perf_counter() - t0
+    try:
+        with deferring(may_defer):
+            if not _RUN.held:  # the caller holds what is pending (two phases beside a recompute, or nothing to hold)
+                return kind, ident, _made(kind, ident), time.perf_counter() - t0
+            reader = item in _RUN.readers
+            # what reads no input set still may not read one (the check of the declarations), nor name a reader's
+            # figure
+            _RUN.ctx.waiting = frozenset() if reader else frozenset(f for k, f in _RUN.readers if k == "figure")
+            with inputs_pending(frozenset() if reader else _RUN.held, only=True):
+                return kind, ident, _made(kind, ident), time.perf_counter() - t0
+    except TableBusy:
+        return "busy", ident, item, time.perf_counter() - t0
 
 
 def _made(kind: str, ident: str) -> Any:
@@ -91,13 +101,29 @@ def _ignore_interrupts() -> None:
 
 def _each(items: list[tuple[str, str]], jobs: int):
     """Each item's outcome as it finishes: in this process when ``jobs`` is 1 (or there is one item), else in
-    ``jobs`` forked workers sharing their tables; a worker's exception is raised here."""
+    ``jobs`` forked workers sharing their tables; a worker's exception is raised here.  Items are handed out one at
+    a time as workers free up.  An item that asks for a table another worker is making, while other items are
+    still to be handed out, goes back to the end of the queue instead of leaving its core idle; it is handed out
+    again later (and then waits, when nothing else is left)."""
     if jobs <= 1 or len(items) <= 1:
         yield from map(_item, items)
         return
+    queue, outcomes, running = deque(items), SimpleQueue(), 0
     with tempfile.TemporaryDirectory(prefix="paper_check-tables-") as shared, shared_between_processes(shared), \
             multiprocessing.get_context("fork").Pool(min(jobs, len(items)), initializer=_ignore_interrupts) as pool:
-        yield from pool.imap_unordered(_item, items, chunksize=1)
+        while queue or running:
+            while queue and running < jobs:
+                item = queue.popleft()
+                pool.apply_async(_item, (item, bool(queue)), callback=outcomes.put, error_callback=outcomes.put)
+                running += 1
+            outcome = outcomes.get()
+            running -= 1
+            if isinstance(outcome, BaseException):
+                raise outcome
+            if outcome[0] == "busy":
+                queue.append(outcome[2])
+            else:
+                yield outcome
     # leaving the block terminates the workers, also when an exception or a Ctrl-C ends the loop
 
 

@@ -25,6 +25,14 @@ def slow_table(n: int) -> list[int]:
     return list(range(n))
 
 
+def slower_table(n: int) -> list[int]:
+    """As :func:`slow_table`, long enough that a worker started late under load still finds it being made."""
+    with open(_LOG, "a") as f:
+        f.write(f"slower {n}\n")
+    time.sleep(2)
+    return list(range(n))
+
+
 def outer_table(n: int, inner: int) -> int:
     """A table made from another."""
     with open(_LOG, "a") as f:
@@ -33,9 +41,18 @@ def outer_table(n: int, inner: int) -> int:
     return n + sum(tables.cached(slow_table, n=inner))
 
 
+def outer_of_slower(n: int, inner: int) -> int:
+    """A table made from a slower one, which it asks for at once."""
+    with open(_LOG, "a") as f:
+        f.write(f"outer {n}\n")
+    return n + sum(tables.cached(slower_table, n=inner))
+
+
 def _ask(args):
     which, n, inner = args
-    return tables.cached(slow_table, n=n) if which == "slow" else tables.cached(outer_table, n=n, inner=inner)
+    if which in ("slow", "slower"):
+        return tables.cached(slow_table if which == "slow" else slower_table, n=n)
+    return tables.cached(outer_table if which == "outer" else outer_of_slower, n=n, inner=inner)
 
 
 def _in_two_processes(tmp_path, jobs):
@@ -96,3 +113,74 @@ def test_an_item_reads_only_the_input_sets_it_declares(tmp_path):
     with pytest.raises(InputPending, match="quality_benchmark"):
         run_items([], ["tracking-benchmark"], Context(QUICK, tmp_path), tmp_path / "figures", held=held,
                   readers={("figure", "bench")})
+
+
+def _ask_deferring(args):
+    """As :func:`_ask`, but preferring other work to a wait: "busy" when another process is making the table."""
+    with tables.deferring():
+        try:
+            return _ask(args)
+        except tables.TableBusy:
+            return "busy"
+
+
+def test_a_busy_table_is_reported_instead_of_waited_for_unless_a_table_is_being_made(tmp_path):
+    """The second process asks for slower(4) while the first makes it: "busy", at once.  The third asks, from inside
+    outer(1) which it is making, for slower(4): it holds a lock, so it waits rather than abandon outer(1)."""
+    global _LOG
+    _LOG = tmp_path / "log"
+    _LOG.write_text("")
+    with tables.shared_between_processes(tmp_path / "shared"), \
+            multiprocessing.get_context("fork").Pool(3) as pool:
+        (tmp_path / "shared").mkdir()
+        first = pool.apply_async(_ask, (("slower", 4, None),))
+        time.sleep(0.2)  # slower(4) is being made (2 s)
+        t0 = time.perf_counter()
+        second = pool.apply_async(_ask_deferring, (("slower", 4, None),)).get(timeout=30)
+        waited = time.perf_counter() - t0
+        third = pool.apply_async(_ask_deferring, (("outer-of-slower", 1, 4),)).get(timeout=30)
+        assert first.get(timeout=30) == [0, 1, 2, 3]
+    assert second == "busy" and waited < 1, (second, waited)
+    assert third == 1 + 6
+    assert sorted(_LOG.read_text().split("\n")[:-1]) == ["outer 1", "slower 4"]
+
+
+def test_an_item_whose_table_is_busy_goes_back_in_the_queue_and_a_core_is_not_left_idle(tmp_path, monkeypatch):
+    """Items a and b need one slower table, c needs nothing.  On two workers b finds the table busy and goes back to
+    the queue; c runs meanwhile, and b runs last, once the table is made (it is made once)."""
+    from paper_check import runner
+
+    global _LOG
+    _LOG = tmp_path / "log"
+    _LOG.write_text("")
+
+    def made(kind, ident):
+        if ident == "c":
+            with open(_LOG, "a") as f:
+                f.write("c\n")
+            return "c"
+        return len(tables.cached(slower_table, n=5))
+
+    monkeypatch.setattr(runner, "_made", made)
+    monkeypatch.setattr(runner, "_RUN", runner._Run(QUICK, tmp_path, Context(QUICK, tmp_path)))
+    done = [(ident, value) for _, ident, value, _ in runner._each([("claim", "a"), ("claim", "b"), ("claim", "c")], 2)]
+    assert done[0] == ("c", "c") and sorted(done[1:]) == [("a", 5), ("b", 5)], done
+    assert sorted(_LOG.read_text().split("\n")[:-1]) == ["c", "slower 5"]
+
+
+def test_the_budget_claims_share_their_solved_curve_points_between_processes(monkeypatch):
+    """``regret-curve-convex`` and the allocation claims solve the same curve points; a parallel run shares a table
+    as it was made (pickled), so the points are solved inside ``flow_curves``: given that table as another process
+    would read it, the allocation study solves no further point."""
+    import pickle
+
+    from theorems.claims.allocation import SIZES
+    from theorems.results.allocation import allocation_study, flow_curves
+
+    quick = {name: pair[0] for name, pair in SIZES.items()}
+    made = pickle.loads(pickle.dumps(flow_curves(quick["curve_steps"])))
+    solved = [sorted(c._values) for c in made]
+    monkeypatch.setattr(tables, "_TABLES", {(flow_curves, (("upto", quick["curve_steps"]),)): made})
+    allocation_study(tuple(quick["per_head_ks"]), quick["dp_per_head"], quick["curve_steps"])
+    assert [sorted(c._values) for c in made] == solved
+    assert all(s == list(range(quick["curve_steps"] + 1)) for s in solved)

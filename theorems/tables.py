@@ -130,6 +130,13 @@ def evaluate(result: str, policy: Any, trace: PagingTrace | AttentionTrace, k: i
 
 _TABLES: dict[tuple, Any] = {}  # (fn, sorted sizes) -> fn(**sizes), this process's
 _SHARED: Path | None = None  # the directory the processes of one parallel run share tables through
+_MAY_DEFER = False  # set by :func:`deferring`: a busy table raises TableBusy instead of being waited for
+_LOCKS_HELD = 0  # tables this process is making now (nested: a table made from another)
+
+
+class TableBusy(Exception):
+    """Another process is making a table this one asked for, and the caller (:func:`deferring`) would rather do
+    other work than wait: ``paper_check.runner`` puts the item back in its queue, and a core is not left idle."""
 
 
 def cached(fn: Callable[..., Any], **sizes: Any) -> Any:
@@ -145,18 +152,41 @@ def _shared(fn: Callable[..., Any], items: tuple) -> Any:
     """The table from the shared directory, made here first if no process has made it: under an exclusive lock per
     table, so a second process that needs it waits for the first instead of computing it again.  A process waits
     while holding locks only for a table that the one it is making needs, so the waits follow the tables'
-    dependencies, which have no cycle (a cycle would recurse forever in a serial run too): no deadlock."""
+    dependencies, which have no cycle (a cycle would recurse forever in a serial run too): no deadlock.  Inside
+    :func:`deferring`, a process that holds no lock raises :class:`TableBusy` instead of waiting (one that holds
+    one waits, so the table it is making is not abandoned half made)."""
     import fcntl  # Unix; a parallel run forks, so it is Unix too
 
+    global _LOCKS_HELD
     name = hashlib.sha256(f"{fn.__module__}.{fn.__qualname__}{items!r}".encode()).hexdigest()
     stored = _SHARED / f"{name}.pickle"
-    with open(_SHARED / f"{name}.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file is closed (or its process ends)
+    with open(_SHARED / f"{name}.lock", "a") as lock:  # the lock is released when the file is closed
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if _MAY_DEFER and not _LOCKS_HELD:
+                raise TableBusy(f"{fn.__qualname__}{items!r}") from None
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if stored.exists():
             return pickle.loads(stored.read_bytes())
-        value = fn(**dict(items))
+        _LOCKS_HELD += 1
+        try:
+            value = fn(**dict(items))
+        finally:
+            _LOCKS_HELD -= 1
         stored.write_bytes(pickle.dumps(value))  # whole before the lock is released: readers take the lock first
         return value
+
+
+@contextmanager
+def deferring(allowed: bool = True):
+    """While open (and ``allowed``), asking for a table another process is making raises :class:`TableBusy`."""
+    global _MAY_DEFER
+    before, _MAY_DEFER = _MAY_DEFER, allowed
+    try:
+        yield
+    finally:
+        _MAY_DEFER = before
 
 
 @contextmanager

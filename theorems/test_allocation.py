@@ -25,7 +25,8 @@ QUICK = {name: pair[0] for name, pair in {**SIZES, **CURVE_SIZES}.items()}
 
 @pytest.fixture(scope="module")
 def study():
-    return cached(allocation_study, per_head_ks=QUICK["per_head_ks"], dp_per_head=QUICK["dp_per_head"])
+    return cached(allocation_study, per_head_ks=QUICK["per_head_ks"], dp_per_head=QUICK["dp_per_head"],
+                  curve_steps=QUICK["curve_steps"])
 
 
 def test_every_head_curve_is_convex_and_non_increasing():

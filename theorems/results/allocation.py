@@ -29,15 +29,20 @@ def committed_traceset():
     return ts
 
 
-def flow_curves() -> list[RegretCurve]:
-    """The exact curves of the committed heads; memoized through ``cached(flow_curves)``, the claims and the figure
-    share one set of solved points."""
-    return head_curves(committed_traceset())
+def flow_curves(upto: int) -> list[RegretCurve]:
+    """The exact curves of the committed heads, ``OPT(0..upto)`` solved on every head; memoized through
+    ``cached(flow_curves, upto=...)``, so the claims and the figure share one set of solved points -- also between
+    the processes of a parallel run, which share a table as it was when it was made (a point a process solves later
+    stays in that process)."""
+    curves = head_curves(committed_traceset())
+    for c in curves:
+        c.values(upto)
+    return curves
 
 
-def curves_with(ts, solver: str) -> list[RegretCurve]:
+def curves_with(ts, solver: str, upto: int) -> list[RegretCurve]:
     if solver == "flow":
-        return cached(flow_curves)
+        return cached(flow_curves, upto=upto)
     if solver != "future-mass":
         raise ValueError(f"curve solver {solver!r}: one of {CURVE_SOLVERS}")
     return [RegretCurve(solve=lambda k, tr=ts.traces[n]: _heuristic(tr, k), name=n) for n in ts.names()]
@@ -51,7 +56,7 @@ def curve_study(curve_k: int, solver: str = "flow") -> dict:
     """Per head: ``OPT(0..curve_k)`` (every point solved), where it increases or is not convex (exact second
     differences), its decreases at 1 and at ``curve_k`` and the first ``k`` from which it is flat."""
     ts = committed_traceset()
-    curves = curves_with(ts, solver)
+    curves = curves_with(ts, solver, curve_k)
     heads = {}
     for c in curves:
         v = c.values(curve_k)
@@ -64,12 +69,12 @@ def curve_study(curve_k: int, solver: str = "flow") -> dict:
     return {"traces": ts.source, "T": ts.T, "curve_k": curve_k, "solver": solver, "heads": heads,
             "flows_certified": all(g == 0.0 for g in certs), "flow_solves": len(certs)}
 
-def allocation_study(per_head_ks: tuple[int, ...], dp_per_head: int) -> dict:
+def allocation_study(per_head_ks: tuple[int, ...], dp_per_head: int, curve_steps: int) -> dict:
     """At each total ``B = H k`` (``k`` in ``per_head_ks``): the uniform split, the exact static optimum (greedy on
     the flow curves, checked against the dynamic program at ``B = H dp_per_head``), the dynamic coupled optimum
     (one certified flow per budget), §8's marginal condition at the static optimum and the spread of the last-slot
     decreases under the uniform split."""
-    curves = cached(flow_curves)
+    curves = cached(flow_curves, upto=curve_steps)  # the points regret-curve-convex solves, shared with it
     ts = committed_traceset()
     names = ts.names()
     H = len(names)
