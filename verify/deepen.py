@@ -49,6 +49,7 @@ CLIMB_SLICE_SECONDS = 4.0   # once no construction fits: the climbers take turns
 PERIODIC_SHARE = 0.5        # of each slice, for the periodic climber
 PERIODIC_FIRST_SHARE = 0.4  # of what is left after the depth probe, for the periodic climber before round 2
 DEPTH_PROBE_SHARE = 0.5     # of what is left after the first round, for one adaptive construction as long as fits
+PROBE_STEP = 1.25           # the depth probe runs again only at least this many times longer than its last run
 
 
 def base_length(k: int, model: str) -> int:
@@ -129,21 +130,22 @@ class Deepening:
 
     def probe(self, until: float) -> None:
         """Depth first: the first adaptive construction, alone, at the largest scale whose run -- predicted from its
-        last run, linear in the length -- fits in ``DEPTH_PROBE_SHARE`` of what is left, again while a longer one
-        fits, so a flaw
-        that needs 10^5 requests is reached within the budget however slow the policy's rounds are."""
+        last run, linear in the length -- fits in ``DEPTH_PROBE_SHARE`` of what is left (any whole scale, not only
+        a power of two: a doubling would waste up to half the share), again while one at least
+        ``PROBE_STEP`` times longer fits, so a flaw that needs 10^5 requests is reached within the budget however
+        slow the policy's rounds are.  The prediction is re-made from each run: a short run overestimates the cost
+        per request (its fixed costs are spread over fewer requests)."""
         s = self.s
         adaptive = [c for c in constructions(self.model) if c.adaptive]
         if not adaptive or (adaptive[0].name, None) not in self.last or self.done():
             return
         c = adaptive[0]
         end = time.monotonic() + DEPTH_PROBE_SHARE * (until - time.monotonic())
-        while not self.done():      # again from each run's timing: a short run overestimates the cost per request
+        while not self.done():
             seconds, at_scale = self.last[(c.name, None)]
-            scale = at_scale
-            while scale * GROWTH <= MAX_SCALE and seconds * scale * GROWTH / at_scale <= end - time.monotonic():
-                scale *= GROWTH
-            if scale == at_scale:
+            left = end - time.monotonic()
+            scale = MAX_SCALE if seconds <= 0 else min(MAX_SCALE, int(at_scale * left / seconds))
+            if scale < PROBE_STEP * at_scale:
                 return
             t0 = time.monotonic()
             if not s.run_construction(c, f"construction {c.name!r} x{scale} (depth probe)", scale, None, deep=True):

@@ -19,7 +19,8 @@ Processes
     isolation from the engine, not a security sandbox: the policy's code still runs with the user's rights
     (files, network).
 
-Protocol (one socket, JSON in both directions: nothing the policy sends is unpickled)
+Protocol (one socket, length-prefixed messages of :mod:`verify.frames`; the engine's calls go as :mod:`marshal`
+data, the answers come back as JSON: nothing the policy sends is unpickled or unmarshalled)
     The parent buffers ``reset``/``admit``/``hit``/``observe`` and sends them with the next call that needs an
     answer (``evict``, or ``end`` when the run is over), so a run costs one round trip per eviction.  The run's
     process first announces its pid, answers each message (victims, ``null``, or an error naming the call and the
@@ -33,19 +34,21 @@ Protocol (one socket, JSON in both directions: nothing the policy sends is unpic
 from __future__ import annotations
 
 import json
+import marshal
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
 
 from kvcore.errors import ContractViolation, KVToolkitError, ParameterError
+
+from .frames import FrameError, Frames
 
 # How long to wait for the host to report a killed run's exit before giving the host up.
 _REAP_SECONDS = 5.0
@@ -100,7 +103,8 @@ class PolicyHost:
         finally:
             theirs.close()
         self.pid = self._proc.pid
-        self._conn = Connection(ours.detach())
+        self._sock = ours
+        self._frames = Frames(ours.fileno())
         self._info: dict | None = None
         self._owner: IsolatedPolicy | None = None
         self._pending: list = []
@@ -136,7 +140,7 @@ class PolicyHost:
         except OSError:
             pass
         try:
-            self._conn.close()
+            self._sock.close()
         except OSError:
             pass
         try:  # reap it when this process started it
@@ -147,7 +151,7 @@ class PolicyHost:
     def detach(self) -> None:
         """Close this process's end of the socket (a process forked after the host, which talks to it, keeps its
         own)."""
-        self._conn.close()
+        self._sock.close()
 
     # -- calls from the stand-ins ------------------------------------------------------------------------------------
     def _start_run(self, owner: "IsolatedPolicy", capacity: int, rng: np.random.Generator, model: str) -> None:
@@ -176,7 +180,7 @@ class PolicyHost:
         self._pending = []
         what = _calls(message)
         try:
-            self._conn.send_bytes(json.dumps(message).encode())
+            self._frames.send(marshal.dumps(message))
             reply = self._receive(what)
             if self._run_pid is None and "pid" in reply:  # a new run's process announces itself first
                 self._run_pid = int(reply["pid"])
@@ -215,13 +219,15 @@ class PolicyHost:
     def _receive(self, what: str, timeout: float | None = None) -> dict:
         timeout = self.call_timeout if timeout is None else timeout
         try:
-            ready = self._conn.poll(timeout)
-        except (EOFError, OSError):
+            ready = self._frames.ready(timeout)
+        except OSError:
             ready = True  # recv below reports it
         if not ready:
             raise PolicyTimeout(f"the policy did not answer within {timeout:g} s ({what})")
         try:
-            raw = self._conn.recv_bytes()
+            raw = self._frames.recv()
+        except FrameError:
+            raw = b""  # refused below as not an answer
         except (EOFError, OSError):
             self._dead = "its host process exited"
             raise PolicyFailed(f"the policy's process exited ({what})") from None
@@ -247,9 +253,9 @@ class PolicyHost:
         end = time.monotonic() + _REAP_SECONDS
         try:
             while time.monotonic() < end:
-                if not self._conn.poll(max(0.0, end - time.monotonic())):
+                if not self._frames.ready(max(0.0, end - time.monotonic())):
                     break
-                notice = json.loads(self._conn.recv_bytes())
+                notice = json.loads(self._frames.recv())
                 if "pid" in notice:
                     self._run_pid = int(notice["pid"])
                     os.kill(self._run_pid, signal.SIGKILL)

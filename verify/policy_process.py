@@ -4,17 +4,19 @@ in :mod:`verify.isolated`).
 
 Started as ``python -c "from verify.policy_process import host_entry; host_entry()" FD JSON`` by
 :class:`verify.isolated.PolicyHost`; everything it sends is JSON, and everything the policy does -- an exception,
-``sys.exit``, a victim that is not an item id -- becomes one answer naming the call and the step.
+``sys.exit``, a victim that is not an item id -- becomes one answer naming the call and the step.  It reads the
+engine's messages as :mod:`marshal` data (they come from the engine's process, which it trusts) and answers in
+JSON (which the engine's process reads without trusting it).
 """
 
 from __future__ import annotations
 
 import importlib
 import json
+import marshal
 import os
 import signal
 import sys
-from multiprocessing.connection import Connection
 from typing import Any
 
 import numpy as np
@@ -23,6 +25,8 @@ from kvcore.engine import policy_name, takes_model
 from kvcore.errors import ContractViolation, ParameterError
 from kvcore.numbers import is_integer
 from policies import resolve
+
+from .frames import Frames
 
 
 def _describe(probe: Any) -> dict:
@@ -42,12 +46,12 @@ def _one_line(exc: BaseException) -> str:
 
 
 def _send(conn, obj) -> None:
-    conn.send_bytes(json.dumps(obj).encode())
+    conn.send(json.dumps(obj).encode())
 
 
 def host_entry() -> None:
     """``python -c`` entry of the host process: ``argv = [fd, json([spec, params])]``."""
-    conn = Connection(int(sys.argv[1]))
+    conn = Frames(int(sys.argv[1]))
     spec, params = json.loads(sys.argv[2])
     try:
         _host_main(conn, spec, params)
@@ -72,7 +76,7 @@ def _host_main(conn, spec: str, params: dict | None) -> None:
     _send(conn, {"ok": info})
     while True:
         try:
-            first = json.loads(conn.recv_bytes())
+            first = marshal.loads(conn.recv())
         except (EOFError, OSError):
             return
         sys.stdout.flush()
@@ -151,4 +155,4 @@ def _serve_run(conn, factory, message: list) -> None:
         except BaseException as exc:  # noqa: BLE001 -- the policy's failure, reported in one line
             _send(conn, {"error": _one_line(exc), "call": op[0], "step": op[1] if len(op) > 1 else None})
             return
-        message = json.loads(conn.recv_bytes())
+        message = marshal.loads(conn.recv())
