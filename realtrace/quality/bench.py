@@ -93,7 +93,7 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
 
     say = say or (lambda msg: None)
     lm = load_model(install=True, threads=threads, say=say)
-    ids = list(tokenize_prompts([f"needle-{tokens}-d50"], lm.tokenizer)[0].ids)
+    ids = list(tokenize_prompts([f"needle-{tokens}-d50"], lm.tokenizer, lm.start)[0].ids)
     cfg = lm.model.config
     L, H, T = cfg.num_hidden_layers, cfg.num_key_value_heads, len(ids)
     plan = OpenLoop(window_schedule(L, H, T, budget))

@@ -57,7 +57,7 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
     say = say or (lambda msg: None)
     parse_name(prompt)  # a bad name is one line, before the model loads
     lm = load_model(install=True, threads=threads, say=say)
-    ids = tokenize_prompts([prompt], lm.tokenizer)
+    ids = tokenize_prompts([prompt], lm.tokenizer, lm.start)
     check_budgets((budget,), ids)
     say(f"full-cache pass over {ids[0].T} tokens ...")
     ref = _Reference(lm, ids[0], (budget,), [])
