@@ -28,25 +28,39 @@ NORMAL, CONTROL, USER_DEFINED = 1, 3, 4
 REBUILT = "SentencePiece BPE, merges ranked by the GGUF's piece scores (realtrace.tokenizer)"
 
 
-_METADATA: dict[str, dict] = {}  # GGUF file -> its metadata fields (Gemma's: ~10 s to parse; once per process)
+_FACTS: dict[str, dict] = {}  # GGUF file -> what its metadata says of its tokenizer (gguf_facts)
 
 
 def gguf_metadata(path: Path) -> dict:
-    """The metadata fields of the GGUF file ``path`` (``gguf.GGUFReader(path).fields``), read once per process."""
+    """The metadata fields of the GGUF file ``path`` (``gguf.GGUFReader(path).fields``).  Not kept: for Gemma's
+    262,144 pieces they are about 1 GB of small objects and take ~10 s to parse."""
     import gguf
 
-    if str(path) not in _METADATA:
-        _METADATA[str(path)] = gguf.GGUFReader(path).fields
-    return _METADATA[str(path)]
+    return gguf.GGUFReader(path).fields
 
 
-def needs_rebuild(path: Path) -> bool:
-    """True for a GGUF file whose tokenizer transformers would read as a Unigram (module docstring): a Gemma-family
-    architecture with a SentencePiece vocabulary and no merges."""
-    fields = gguf_metadata(path)
-    arch, model = fields.get("general.architecture"), fields.get("tokenizer.ggml.model")
-    return (arch is not None and str(arch.contents()).startswith("gemma") and model is not None
-            and model.contents() == "llama" and "tokenizer.ggml.merges" not in fields)
+def gguf_facts(path: Path) -> dict:
+    """Of the GGUF file ``path``, read once per process: ``rebuild`` (transformers would read its tokenizer as a
+    Unigram, module docstring: a Gemma-family architecture, a SentencePiece vocabulary, no merges) and ``bos``
+    (its ``tokenizer.ggml.add_bos_token``)."""
+    if str(path) not in _FACTS:
+        fields = gguf_metadata(path)
+        arch, model = fields.get("general.architecture"), fields.get("tokenizer.ggml.model")
+        bos = fields.get("tokenizer.ggml.add_bos_token")
+        _FACTS[str(path)] = {"rebuild": arch is not None and str(arch.contents()).startswith("gemma")
+                             and model is not None and model.contents() == "llama"
+                             and "tokenizer.ggml.merges" not in fields,
+                             "bos": bos is not None and bool(bos.contents())}
+    return _FACTS[str(path)]
+
+
+def needs_rebuild(source, path: Path) -> bool:
+    """Whether the tokenizer of ``source`` (a :class:`realtrace.model.ModelSource`), read from ``path``, is rebuilt
+    here: a registered model declares it (:attr:`realtrace.model.Registered.rebuilt`, no file read), a GGUF file's
+    metadata says it (:func:`gguf_facts`), a directory's tokenizer is its own."""
+    if source.registered:
+        return source.registered.rebuilt
+    return Path(path).is_file() and gguf_facts(path)["rebuild"]
 
 
 def sentencepiece_bpe(path: Path):
@@ -95,8 +109,7 @@ def sequence_start(source, tokenizer) -> tuple[int, ...]:
     if source.registered:
         wants = source.registered.bos
     elif source.kind == "gguf":
-        field = gguf_metadata(source.path).get("tokenizer.ggml.add_bos_token")
-        wants = bool(field is not None and field.contents())
+        wants = gguf_facts(source.path)["bos"]
     else:
         import json
 
@@ -109,4 +122,4 @@ def sequence_start(source, tokenizer) -> tuple[int, ...]:
     return (int(tokenizer.bos_token_id),)
 
 
-__all__ = ["REBUILT", "gguf_metadata", "needs_rebuild", "sentencepiece_bpe", "sequence_start"]
+__all__ = ["REBUILT", "gguf_facts", "gguf_metadata", "needs_rebuild", "sentencepiece_bpe", "sequence_start"]

@@ -313,7 +313,7 @@ def weights_identity(path: Path, source=None) -> dict:
             "installed": version(reg.dist.split("==")[0]) if reg else None,
             "gguf" if path.is_file() else "directory": [path.name, weights_digest(path)],
             "torch": version("torch"), "transformers": version("transformers"),
-            **({"tokenizer": REBUILT} if path.is_file() and needs_rebuild(path) else {})}
+            **({"tokenizer": REBUILT} if needs_rebuild(source, path) else {})}
 
 
 def model_identity(lm) -> dict:
