@@ -314,12 +314,12 @@ class LoadedModel:
         """One forward pass over ``ids`` (a list of token ids) appending to ``cache`` (or without a cache), at the
         logical ``positions`` (default: following the cache's length, as transformers does).  ``body_only`` skips
         the LM head (a prefill that needs no logits, like kvpress's pipeline)."""
-        torch = self.torch
-        kw = {"input_ids": torch.tensor([ids]), "use_cache": cache is not None}
+        torch, device = self.torch, self.model.device  # the inputs go where the model is
+        kw = {"input_ids": torch.tensor([ids], device=device), "use_cache": cache is not None}
         if cache is not None:
             kw[self.cache_keyword] = cache
         if positions is not None:
-            kw["position_ids"] = torch.tensor([positions])
+            kw["position_ids"] = torch.tensor([positions], device=device)
         net = self.model.model if body_only else self.model
         with torch.no_grad():
             return net(**kw)
