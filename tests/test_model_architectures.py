@@ -255,3 +255,66 @@ def test_the_capture_of_a_model_directory_is_its_own_attention(tiny, tmp_path):
                 row = dense[t, : t + 1] / dense[t, : t + 1].sum()
                 assert np.allclose(w, row[idx], atol=1e-6)
                 assert w.min() >= np.sort(row)[::-1][idx.size - 1] - 1e-6
+
+
+def test_a_model_that_declares_a_bos_begins_every_sequence_with_it(tmp_path):
+    """Gemma reads a sequence without its BOS token as noise (its full cache answered ``needle-400-d10`` wrong
+    without it, right with it), so a model whose tokenizer declares ``add_bos_token`` gets its BOS before every
+    prompt, and the capture's trace set begins with it; the registered models declare it themselves (Gemma 3
+    yes, SmolLM2 no: its committed results were computed without)."""
+    from realtrace import load_traceset
+    from realtrace.capture import capture
+    from realtrace.model import load_model, resolve_model
+    from realtrace.tokenizer import sequence_start
+    from realtrace.quality.inputs import tokenize_prompts
+    from tests.tiny_models import word_tokenizer
+
+    directory = save_tiny_model(tmp_path / "model", "llama", seed=11)
+    tok = word_tokenizer()
+    tok.bos_token = "w0"
+    assert sequence_start(resolve_model(str(directory)), tok) == ()  # its tokenizer_config declares nothing
+    plain = tokenize_prompts(["kv-24-12"], tok)[0]
+    config = json.loads((directory / "tokenizer_config.json").read_text())
+    (directory / "tokenizer_config.json").write_text(json.dumps({**config, "add_bos_token": True, "bos_token": "w0"}))
+    lm = load_model(install=False, threads=1, model=str(directory))
+    assert lm.start == sequence_start(lm.source, tok) == (0,)
+    first = tokenize_prompts(["kv-24-12"], lm.tokenizer, lm.start)[0]
+    assert first.ids == (0, *plain.ids) and first.n_prompt == plain.n_prompt + 1 and first.answer == plain.answer
+    prompt = tmp_path / "p.txt"
+    prompt.write_text("w5 w6 w7 w8")
+    ts = load_traceset(capture(tmp_path / "ts", tokens=2, prompt=str(prompt), layers="all", top=4, install=False,
+                               quiet=True, model=str(directory)))
+    assert ts.meta["tokens"][:5] == [0, 5, 6, 7, 8] and ts.segments["start"] == (0, 1)
+    assert sequence_start(resolve_model("gemma3-270m"), tok) == (0,)
+    assert sequence_start(resolve_model("smollm2-135m"), tok) == ()
+
+
+def test_a_press_kvpress_cannot_apply_is_refused_in_one_line(tmp_path):
+    """ExpectedAttention reads the model's one rotary embedding; Gemma 3 has one per attention type, and kvpress
+    fails inside its forward pass.  ``quality`` refuses it in one line, exit 2, from the configuration (before the
+    model is loaded); on Llama, with a single rotary embedding, the same press runs."""
+    pytest.importorskip("kvpress", reason="the press bridge needs the [kvpress] extra")
+    from realtrace.model import load_model
+    from realtrace.press.registry import check_press_applies, press_spec
+    from realtrace.quality.cache import Store, press_drops
+    from realtrace.quality.inputs import PromptIds
+
+    gemma, llama = (save_tiny_model(tmp_path / arch, arch, seed=11) for arch in ("gemma3", "llama"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"name": "p", "text": " ".join(f"w{i}" for i in range(30)), "answer": " w1"}))
+    code, out, err = run_module("paper_check", "quality", "press:ExpectedAttention", "--budget", "8", "--model",
+                                str(gemma), "--prompts-file", str(prompts), "--workers", "0", "--no-cache")
+    assert is_one_line_error(code, err, "press ExpectedAttention: kvpress cannot apply it"), (code, err)
+    assert out == ""
+    ids = tuple(int(x) for x in np.random.default_rng(5).integers(0, 95, T))
+    prompt = PromptIds("p", "test", ids, T - 4, "")
+    for directory, applies in ((llama, True), (gemma, False)):
+        lm = load_model(install=False, threads=1, model=str(directory))
+        assert lm.geometry.rope_per_type is not applies
+        if applies:
+            check_press_applies(press_spec("ExpectedAttention"), lm.geometry, str(directory))
+            drops, _ = press_drops(lm, prompt, (8,), ["ExpectedAttention"], Store(None))
+            assert ((drops["ExpectedAttention@8"] < T).sum(axis=2) == T - 4 - 8).all()
+        else:  # what the refusal spares the user: kvpress failing inside the forward pass
+            with pytest.raises(AttributeError, match="inv_freq"):
+                press_drops(lm, prompt, (8,), ["ExpectedAttention"], Store(None))

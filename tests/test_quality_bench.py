@@ -37,3 +37,30 @@ def test_the_quality_bench_runs_and_its_paths_agree():
     assert res["same_schedule"] and res["same_charges"] and res["same_optimum"]
     assert min(res[key] for key in ("plain_sdpa_s", "masked_s", "closed_compiled_s", "optimum_columns_s",
                                     "optimum_all_arcs_s")) > 0
+
+
+def test_the_model_bench_refuses_an_unknown_model_in_one_line():
+    """``python -m realtrace.quality.bench --models smollm2-135m,/no/such``: one line naming ``--model``, exit 2,
+    before any model is loaded or copied."""
+    from tests.command_line import is_one_line_error, run_module
+
+    code, out, err = run_module("realtrace.quality.bench", "--models", "smollm2-135m,/no/such")
+    assert is_one_line_error(code, err, "--model /no/such: no such file or directory"), (code, err)
+
+
+@pytest.mark.slow
+def test_the_model_bench_times_each_model_in_its_own_process(tmp_path):
+    """The model bench on SmolLM2 alone: the child's JSON is read, its costs are positive, the ratio to itself is 1."""
+    import json
+
+    from tests.command_line import run_module
+    from tests.model_fixture import needs_model
+
+    needs_model()
+    code, out, err = run_module("realtrace.quality.bench", "--models", "smollm2-135m", "--prompt",
+                                "kv-24-12", "--budget", "32", "--cache-dir", str(tmp_path), "--json")
+    assert code == 0, err
+    (row,) = json.loads(out)["models"]
+    assert row["model"] == "smollm2-135m" and row["full_cache_right"] is True
+    assert row["wall_s"] > 0 and row["cpu_s"] > 0 and row["max_rss_gb"] > 0.1 and row["kl_stream"] >= 0
+    assert row["wall_s_ratio"] == row["cpu_s_ratio"] == row["max_rss_gb_ratio"] == 1.0

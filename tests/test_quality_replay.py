@@ -12,7 +12,7 @@ import itertools
 import numpy as np
 import pytest
 
-from tests.model_fixture import shared_model
+from tests.model_fixture import PACKAGED, shared_model
 
 
 T_SHORT = 48  # the short prompt of the equivalence tests: 48 token-by-token decodes of the 30-layer model
@@ -26,9 +26,21 @@ def lm():
 
 @pytest.fixture(scope="module")
 def short_ids(lm):
+    return first_ids(lm)
+
+
+@pytest.fixture(scope="module", params=PACKAGED)
+def packaged(request):
+    """Each packaged model (SmolLM2, Gemma 3) with its short prompt: the equivalence tests run on both."""
+    lm = shared_model(model=request.param)
+    return lm, first_ids(lm)
+
+
+def first_ids(lm):
+    """The first :data:`T_SHORT` tokens of ``kv-24-12`` as ``lm`` reads it (after its BOS when it wants one)."""
     from realtrace.quality.run import tokenize_prompts
 
-    return list(tokenize_prompts(["kv-24-12"], lm.tokenizer)[0].ids[:T_SHORT])
+    return list(tokenize_prompts(["kv-24-12"], lm.tokenizer, lm.start)[0].ids[:T_SHORT])
 
 
 def shape(lm):
@@ -144,10 +156,11 @@ def random_schedule(L, H, T, rng, first=20):
 TOL = 5e-4
 
 
-def test_masking_equals_dropping_from_the_cache(lm, short_ids):
+def test_masking_equals_dropping_from_the_cache(packaged):
     from realtrace.quality.replay import replay
     from realtrace.quality.schedule import first_drop
 
+    lm, short_ids = packaged
     L, H = shape(lm)
     T = len(short_ids)
     rep = lm.model.config.num_attention_heads // H
@@ -169,9 +182,11 @@ def test_masking_equals_dropping_from_the_cache(lm, short_ids):
     _, resumed = masked_logits(lm, short_ids, drops, start, full.keep_qkv)
     assert np.abs(resumed - got[start:]).max() < TOL
     # deliberately broken schedules are caught: one position dropped early on one head, or two KV heads swapped
+    # (two layers on a model with one KV head)
     early = drops.copy()
-    early[3, 1, np.flatnonzero(drops[3, 1] == T)[1]] = start
-    swapped = drops[:, [1, 0, 2]]
+    g = min(1, H - 1)
+    early[3, g, np.flatnonzero(drops[3, g] == T)[1]] = start
+    swapped = drops[:, [1, 0, *range(2, H)]] if H > 1 else drops[[1, 0, *range(2, L)]]
     for broken in (early, swapped):
         assert np.abs(masked_logits(lm, short_ids, broken)[1] - want).max() > 20 * TOL
 
@@ -268,13 +283,14 @@ def test_closed_loop_in_one_pass_equals_decoding_with_the_policy_inside(lm, shor
 
 
 @pytest.mark.parametrize("name", ["TOVA", "H2O"])
-def test_closed_loop_tova_and_h2o_equal_a_real_decode_of_their_rule(lm, short_ids, name):
+def test_closed_loop_tova_and_h2o_equal_a_real_decode_of_their_rule(packaged, name):
     """Issue 27: by default the closed loop observes the complete row over the resident set, so its TOVA and H2O
     evict exactly what a decode applying the published rule to the model's attention evicts, on every layer and KV
     head; observing only the top 8 entries of each row, they do not."""
     import policies
     from realtrace.quality.schedule import drop_from_evictions
 
+    lm, short_ids = packaged
     L, H = shape(lm)
     T, k = len(short_ids), 16
     rep = lm.model.config.num_attention_heads // H
@@ -293,13 +309,14 @@ def test_closed_loop_tova_and_h2o_equal_a_real_decode_of_their_rule(lm, short_id
                for g in range(H))
 
 
-def test_the_optimum_is_lazy_and_exact_on_complete_rows(lm, short_ids):
+def test_the_optimum_is_lazy_and_exact_on_complete_rows(packaged):
     """Issue 27's invariant: the optimum holds min(t + 1, K) positions at every step of every head, and it is
     solved on complete rows (its gap bound is 0 up to rounding); solved on top-2 rows the schedule is still lazy and
     its reported gap is positive."""
     from realtrace.quality.run import Config, PromptIds, _Reference, _schedule
     from realtrace.quality.schedule import resident_counts
 
+    lm, short_ids = packaged
     T, k = len(short_ids), 12
     prompt = PromptIds("short", "test", tuple(short_ids), T - 4, "")
     ref = _Reference(lm, prompt, (k,), [])

@@ -42,6 +42,7 @@ class PressSpec:
     # prefill: eager attention builds one decoding mask from layer 0's length and fails on the others)
     sdpa: bool = False
     curve: str | None = None  # that file (set by :func:`press_spec`)
+    one_rope: bool = False  # reads the model's one rotary embedding (rotary_emb.inv_freq): check_press_applies
 
 
 PRESSES: dict[str, PressSpec] = {s.name.lower(): s for s in (
@@ -58,7 +59,8 @@ PRESSES: dict[str, PressSpec] = {s.name.lower(): s for s in (
               "Compression, EMNLP 2024", "the positions with the smallest key norm"),
     PressSpec("ExpectedAttention", "ExpectedAttentionPress", "Devoto et al., Expected Attention: KV Cache "
               "Compression by Estimating Attention from Future Queries Distribution, 2025",
-              "the 4 sinks and the positions with the most expected attention from future queries, times ||v||"),
+              "the 4 sinks and the positions with the most expected attention from future queries, times ||v||",
+              one_rope=True),
     PressSpec("ObservedAttention", "ObservedAttentionPress", "related to H2O: Zhang et al., H2O: Heavy-Hitter "
               "Oracle for Efficient Generative Inference of Large Language Models, NeurIPS 2023",
               "the positions with the most mean attention received over the queries that see them", ("H2O", {})),
@@ -153,6 +155,17 @@ def ratio_for_budget(n: int, budget: int) -> float:
             return max(0.0, r)
         r = np.nextafter(r, -np.inf if kept < budget else np.inf)
     raise ParameterError(f"--budget {budget}: no float ratio keeps exactly {budget} of {n}")
+
+
+def check_press_applies(spec: PressSpec, geo, model: str) -> None:
+    """One line (:class:`~kvcore.errors.ParameterError`) if kvpress cannot apply press ``spec`` to a model of
+    geometry ``geo`` (:class:`realtrace.geometry.ModelGeometry`; ``model`` its ``--model`` value), before any
+    forward pass.  Found by running every bridged press on the tiny models of ``tests/tiny_models.py``: all run on
+    Llama, Qwen3 and Mistral; on Gemma 3 ExpectedAttention fails inside kvpress 0.5.5 (it rotates its expected
+    queries with ``rotary_emb.inv_freq``, and Gemma 3 keeps one rotary embedding per attention type)."""
+    if spec.one_rope and geo.rope_per_type:
+        raise ParameterError(f"press {spec.name}: kvpress cannot apply it to --model {model}: it reads the model's "
+                             "one rotary embedding, and this model has one per attention type (sliding and full)")
 
 
 KVPRESS_HINT = "pip install -e '.[real,kvpress]'   (kvpress 0.5.5; it pins transformers<5.3)"

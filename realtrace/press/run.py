@@ -34,7 +34,8 @@ from kvcore.errors import KVToolkitError, ParameterError
 from ..traceset import TraceSet, load_traceset
 from ..geometry import GROUPS
 from .eval import OptCache, evaluate
-from .registry import DEFAULT_INTERVAL, build_press, import_kvpress, load_lukv_curve, press_spec, ratio_for_budget
+from .registry import (DEFAULT_INTERVAL, build_press, check_press_applies, import_kvpress, load_lukv_curve,
+                       press_spec, ratio_for_budget)
 from .rows import charged_note, complete_traces
 from .schedule import replay
 
@@ -157,6 +158,7 @@ def press_traceset(name: str, traces: str | os.PathLike | TraceSet | None = None
     import_kvpress()  # before the model: a missing extra is named in one line
     lm = get_model("sdpa" if spec.headwise or spec.sdpa else "eager", threads, say, model)
     check_traceset_model(ts, lm)
+    check_press_applies(spec, lm.geometry, lm.source.spec)  # loaded, nothing run yet
     press = build_press(spec, press_ratio, decoding, interval, budget)
     cpu0 = time.process_time()
     record, model_seconds, press_answer = run_press(lm, press, ids, start, n_prompt if answer else None,

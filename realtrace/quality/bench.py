@@ -1,6 +1,6 @@
-"""``python -m realtrace.quality.bench [--tokens N] [--budget K] [--repeats R] [--threads N] [--json]``: the cost of
-a masked replay pass and of a closed-loop pass against a plain forward pass of the same model on the same tokens,
-measured in one run.
+"""``python -m realtrace.quality.bench [--tokens N] [--budget K] [--repeats R] [--threads N] [--model M] [--json]``:
+the cost of a masked replay pass and of a closed-loop pass against a plain forward pass of the same model
+(``--model``, default SmolLM2) on the same tokens, measured in one run.
 
 Issue 20 asks for a masked teacher-forced pass over 2k tokens with all 30 layers to cost at most 4x a plain forward
 pass.  Timed here, each the median of ``--repeats`` runs (after one warm-up run of each, so that allocator and
@@ -57,6 +57,8 @@ from kvcore.command import Command
 from kvcore.errors import ParameterError
 from kvcore.numbers import whole_number
 
+from ..model import add_model_arguments, resolve_model
+
 SINKS = 4
 BATCH = 4  # copies in the batched plain pass
 OPT_LAYER, OPT_BUDGETS = 10, (32, 64, 128, 256)  # the exact optimum timed: one layer's KV heads, the sweep's budgets
@@ -83,8 +85,9 @@ def _median_seconds(fn, repeats: int, warm_up: bool = True) -> float:
     return statistics.median(times)
 
 
-def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: int = 1, say=None) -> dict:
-    """The timings and ratios of the module docstring, as a dict."""
+def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: int = 1, say=None,
+            model=None) -> dict:
+    """The timings and ratios of the module docstring, as a dict; ``model``: ``--model`` (default SmolLM2)."""
     from policies import resolve
 
     from ..model import load_model
@@ -92,8 +95,8 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
     from .run import tokenize_prompts
 
     say = say or (lambda msg: None)
-    lm = load_model(install=True, threads=threads, say=say)
-    ids = list(tokenize_prompts([f"needle-{tokens}-d50"], lm.tokenizer)[0].ids)
+    lm = load_model(install=True, threads=threads, say=say, model=model)
+    ids = list(tokenize_prompts([f"needle-{tokens}-d50"], lm.tokenizer, lm.start)[0].ids)
     cfg = lm.model.config
     L, H, T = cfg.num_hidden_layers, cfg.num_key_value_heads, len(ids)
     plan = OpenLoop(window_schedule(L, H, T, budget))
@@ -205,11 +208,23 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--repeats", type=whole_number(1), default=3, help="timed runs of each pass (default 3)")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads (default 1)")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    add_model_arguments(ap)
+    ap.add_argument("--models", default=None, metavar="A,B",
+                    help="instead: run quality TOVA --budget K --prompts PROMPT on each of these --model values "
+                         "(e.g. smollm2-135m,gemma3-270m), each in a fresh process, and print their costs and the "
+                         "ratios to the first (realtrace.quality.bench_models)")
+    ap.add_argument("--prompt", default="needle-400-d10", help="with --models: the prompt (default needle-400-d10)")
+    ap.add_argument("--cache-dir", default=None,
+                    help="with --models: where the models' de-quantized copies are kept (default: the quality cache)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.models is not None:
+        from . import bench_models
+
+        return bench_models.run(args)
     res = measure(args.tokens, args.budget, args.repeats, args.threads,
-                  say=lambda msg: sys.stderr.write(msg + "\n"))
+                  say=lambda msg: sys.stderr.write(msg + "\n"), model=resolve_model(args.model, args.device))
     if args.json:
         sys.stdout.write(json.dumps(res, indent=1) + "\n")
     else:

@@ -33,6 +33,8 @@ import time
 from kvcore.command import Command
 from kvcore.numbers import whole_number
 
+from ..model import add_model_arguments, resolve_model
+
 BYTES_PER_ENTRY = 32  # step, token/item, weight, exact integer: four 8-byte arrays per stored entry (entries_of)
 
 
@@ -43,8 +45,8 @@ def _clock(fn):
 
 
 def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 32, static: bool = False,
-            threads: int = 1, say=None) -> dict:
-    """The timings of the module docstring, as a dict."""
+            threads: int = 1, say=None, model=None) -> dict:
+    """The timings of the module docstring, as a dict; ``model``: ``--model`` (default SmolLM2)."""
     from kvcore.optima import nm_opt
     from kvcore.optima.allocation import RegretCurve, certified_allocation, threshold_allocation
     from kvcore.optima.coupled import coupled_schedule
@@ -56,8 +58,8 @@ def measure(prompt: str = "needle-2000-d50", budget: int = 128, opt_top: int = 3
 
     say = say or (lambda msg: None)
     parse_name(prompt)  # a bad name is one line, before the model loads
-    lm = load_model(install=True, threads=threads, say=say)
-    ids = tokenize_prompts([prompt], lm.tokenizer)
+    lm = load_model(install=True, threads=threads, say=say, model=model)
+    ids = tokenize_prompts([prompt], lm.tokenizer, lm.start)
     check_budgets((budget,), ids)
     say(f"full-cache pass over {ids[0].T} tokens ...")
     ref = _Reference(lm, ids[0], (budget,), [])
@@ -106,11 +108,12 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--static", action="store_true", help="also time the exact static allocation")
     ap.add_argument("--threads", type=whole_number(1), default=1, help="torch threads (default 1)")
     ap.add_argument("--json", action="store_true", help="print the result as one JSON document")
+    add_model_arguments(ap)
 
 
 def run(args: argparse.Namespace) -> int:
     res = measure(args.prompt, args.budget, args.opt_top, args.static, args.threads,
-                  say=lambda msg: sys.stderr.write(msg + "\n"))
+                  say=lambda msg: sys.stderr.write(msg + "\n"), model=resolve_model(args.model, args.device))
     if args.json:
         sys.stdout.write(json.dumps(res, indent=1) + "\n")
         return 0

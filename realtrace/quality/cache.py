@@ -297,11 +297,14 @@ def file_sha256(path: str | Path) -> str:
 def weights_identity(path: Path, source=None) -> dict:
     """The model's weights and the software that reads them: name, variant, package and installed version (None
     for a model given by path), the GGUF file's (or model directory's) name and SHA-256
-    (:func:`realtrace.model.weights_digest`), the torch and transformers versions.  ``source``: the
+    (:func:`realtrace.model.weights_digest`), the torch and transformers versions, and a GGUF file's rebuilt
+    tokenizer (:mod:`realtrace.tokenizer`; Gemma's, so no copy with the tokenizer transformers reads is
+    used).  ``source``: the
     :class:`realtrace.model.ModelSource` (default SmolLM2, whose identity is the one its entries were always
     keyed by)."""
     from importlib.metadata import version
 
+    from ..tokenizer import REBUILT, needs_rebuild
     from ..model import resolve_model, weights_digest
 
     source = resolve_model(source)
@@ -309,7 +312,8 @@ def weights_identity(path: Path, source=None) -> dict:
     return {"format": FORMAT, "model": source.name, "weights": source.quant, "package": reg.dist if reg else None,
             "installed": version(reg.dist.split("==")[0]) if reg else None,
             "gguf" if path.is_file() else "directory": [path.name, weights_digest(path)],
-            "torch": version("torch"), "transformers": version("transformers")}
+            "torch": version("torch"), "transformers": version("transformers"),
+            **({"tokenizer": REBUILT} if needs_rebuild(source, path) else {})}
 
 
 def model_identity(lm) -> dict:

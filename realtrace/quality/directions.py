@@ -84,7 +84,7 @@ def measure(prompt: str, k: int, threads: int = 1, save=None, model=None, device
 
     store = Store(cache_dir())  # the model's copy and the full-cache pass, as the quality command keeps them
     lm = worker_model(threads, store.directory, model, device)
-    (ids,) = tokenize_prompts([prompt], lm.tokenizer)
+    (ids,) = tokenize_prompts([prompt], lm.tokenizer, lm.start)
     ref = _Reference(lm, ids, (k,), [], store)
     heads, best = [], {}
     for layer in range(ref.L):

@@ -189,9 +189,10 @@ def own_prompt(p: OwnPrompt, encode, decode) -> qprompts.QualityPrompt:
     return qprompts.QualityPrompt(p.name, parts, p.answer, f"from {p.where} (needle at depth {p.depth:g}%)")
 
 
-def tokenize_prompts(prompts: list, tokenizer) -> list[PromptIds]:
+def tokenize_prompts(prompts: list, tokenizer, start: tuple[int, ...] = ()) -> list[PromptIds]:
     """Build and tokenize ``prompts``: built-in names (:mod:`realtrace.quality.prompts`, ``haystack-L-dD``) and
-    :class:`OwnPrompt` lines."""
+    :class:`OwnPrompt` lines, each part without special tokens, the whole after ``start``, the ids the model's
+    sequences begin with (:func:`realtrace.model.sequence_start`; a loaded model's ``start``)."""
     def encode(text):
         return tokenizer(text, add_special_tokens=False)["input_ids"]
 
@@ -206,7 +207,7 @@ def tokenize_prompts(prompts: list, tokenizer) -> list[PromptIds]:
             p = haystack_prompt(*qprompts.parse_name(item)[1:], encode, decode)
         else:
             p = qprompts.build(item, lambda text: len(encode(text)))
-        ids = [i for _, text in p.parts for i in encode(text)]
+        ids = [*start, *(i for _, text in p.parts for i in encode(text))]
         n_prompt = len(ids)
         ids += encode(p.answer)
         out.append(PromptIds(p.name, p.what, tuple(ids), n_prompt,

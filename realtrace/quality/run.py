@@ -89,7 +89,7 @@ from .inputs import PromptIds, check_budgets, read_prompts_file, tokenize_prompt
 from .groups import merged_prompt, task_groups
 from .aggregate import FULL, LAYERED, SCALARS, SCOPES, SUMS, aggregate, full_cache_run  # noqa: F401 (re-exported)
 from .charges import Charges, add_charges, charged
-from .logits import LOGIT_BLOCK, FullLogp, logp_blocks
+from .logits import FullLogp, block_rows, logp_blocks
 from .metrics import StepMetrics, answer_right, scope_mean, step_metrics
 from . import stored
 from .cache import Store, cache_dir as checked_cache_dir, full_cache, model_identity, press_drops, reference_key
@@ -242,7 +242,7 @@ def _replayed(lm, ref: _Reference, drops: np.ndarray | None, plan, start: int) -
         error, displaced = pass_.record.error, pass_.record.displaced
     if start < T - 1:  # row T - 1 predicts nothing: a first drop there (a press on a one-token answer) changes none
         m = StepMetrics.concat([step_metrics(ref.logp.block(a, a + b.shape[0]), b, ref.targets[a:a + b.shape[0]])
-                                for a, b in zip(range(start, T - 1, LOGIT_BLOCK),
+                                for a, b in zip(range(start, T - 1, block_rows(lm)),
                                                 logp_blocks(lm, hidden, start, T - 1, start))])
         kl[start:], dnll[start:], top1[start:], argmax[start:] = m.kl, m.dnll, m.top1, m.argmax
     return kl, dnll, top1, argmax, error, displaced
@@ -398,6 +398,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     from kvcore.tasks import TaskPool
 
     from ..model import load_tokenizer, model_record, resolve_model, source_geometry
+    from ..tokenizer import sequence_start
 
     say = say or (lambda msg: None)
     source = resolve_model(model, device)  # a bad --model or --device is one line, before anything else
@@ -424,7 +425,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     if clash:
         raise ParameterError(f"prompt {clash[0]} is both built-in and in --prompts-file {prompts_file}")
     names = builtin + [p.name for p in own]
-    from ..press.registry import load_lukv_curve, press_spec
+    from ..press.registry import check_press_applies, load_lukv_curve, press_spec
 
     if any(c.kind == "press" for c in cfgs):
         from ..press.registry import import_kvpress
@@ -442,6 +443,8 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     store = Store(store_dir)
     geo = loaded[0].geometry if loaded else source_geometry(source, store.model_copy(make=False, model=source), True)
     for c in cfgs:
+        if c.kind == "press":
+            check_press_applies(press_spec(c.spec), geo, source.spec)  # before any forward pass
         curve = press_spec(c.spec).curve if c.kind == "press" else None
         if curve is not None:
             load_lukv_curve(curve, (geo.layers, geo.kv_heads))
@@ -451,7 +454,7 @@ def evaluate_many(studies: list[tuple[list[str | Config], tuple[int, ...] | list
     # cache, made first if missing (the workers then load the copy), or from the GGUF file (SmolLM2: ~13 s of CPU)
     tok = loaded[0].tokenizer if loaded else load_tokenizer(
         install=True, say=say, converted=store.model_copy(install=True, say=say, model=source), model=source)
-    ids = tokenize_prompts(builtin + own, tok)
+    ids = tokenize_prompts(builtin + own, tok, sequence_start(source, tok))
     check_budgets(budgets, ids)
     for path, (arrays, k) in files.items():
         check_schedule_file(arrays, path, names, geo.layers, geo.kv_heads, k, {p.name: p.T for p in ids})

@@ -117,7 +117,7 @@ def measure(prompts=PROMPTS, threads: int = 1, say=None, model=None, device: str
     lm = worker_model(threads, store.directory, model, device)  # from the model's copy in the same cache
     scaling = lm.model.model.layers[0].self_attn.scaling
     out = {}
-    for ids in tokenize_prompts(list(prompts), lm.tokenizer):
+    for ids in tokenize_prompts(list(prompts), lm.tokenizer, lm.start):
         qkv, _, _ = full_cache(lm, ids, store)
         peaks = [head_working_set(head_rows(lm.torch, qkv[layer][0], qkv[layer][1], g, scaling).numpy())
                  for layer in sorted(qkv) for g in range(qkv[layer][1].shape[1])]
