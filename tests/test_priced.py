@@ -75,19 +75,32 @@ def test_the_priced_static_optimum_is_the_best_split(seed, top, drop):
 
 
 def test_a_pricing_that_skips_the_diagonal_exits_is_caught():
-    """Two heads whose tokens are worth keeping only through their arrival step (all mass on the diagonal and on
-    token 0): the network starts from token 0's exits only (top = 1), and a pricing that never looks at the
-    diagonal exits stops at once, claiming a certificate -- the exact check finds the exits it skipped."""
+    """Two heads whose tokens are worth keeping through their arrival step (0.3 on the diagonal, 0.2 one step later,
+    the rest on token 0): the network starts from token 0's exits and each token's last one (top = 1), and a pricing
+    that never looks at the diagonal exits stops at once, claiming a certificate -- the exact check finds the exits
+    it skipped."""
     T = 6
     a = np.zeros((T, T))
-    a[:, 0] = 0.5
-    a[np.arange(T), np.arange(T)] += 0.5
+    a[np.arange(T), np.arange(T)] = 0.3
+    a[np.arange(1, T), np.arange(T - 1)] = 0.2
+    a[:, 0] += 1.0 - a.sum(axis=1)
     rows = [a, a.copy()]
     good = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1)
     broken = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1, skip=lambda t, i: t == i)
     assert verify(rows, good) == []
     assert broken.exact_regret > good.exact_regret
     assert verify(rows, broken) != []
+
+
+@given(st.integers(0, 2**32 - 1))
+def test_the_first_network_keeps_every_token_to_its_last_entry(seed):
+    """With room for every token (``B = H T``) the optimum keeps each to its last positive entry, no regret: the
+    first network holds each token's last exit beside its rows' heaviest entries, so its solve (one round, before
+    any pricing) already loses nothing, even from one entry per row."""
+    rows, H, T, _ = instance(seed)
+    res = priced_optimum(lambda h: rows[h], H, T, H * T, "coupled", top=1, max_rounds=1)
+    assert res.exact_regret == 0 and res.certificate.rounds == 1
+    assert all((d == T - np.argmax(np.tril(a)[::-1] > 0, axis=0)).all() for a, d in zip(rows, res.drops))
 
 
 @given(st.integers(0, 2**32 - 1), st.sampled_from(["coupled", "static"]))

@@ -2,7 +2,8 @@
 §8, §11), checked on the JSON alone (no torch): what holds by construction and fails on a broken solver.
 
 Per prompt and budget ``K`` (total memory ``B = K x 30 layers x 3 KV heads``), with ``lower`` the optimum of the
-rows the schedule was solved on (top-32 entries per row), summed over every layer, KV head and step:
+rows the schedule was solved on (complete rows since issue 52, so ``lower`` is the certified exact optimum; top-32
+entries per row before), summed over every layer, KV head and step:
 
 * ``lower(OPT:static) <= lower(OPT)``: the uniform split ``K`` per trace is one static split of ``B``;
 * ``lower(OPT:coupled) <= lower(OPT:static)``: a static split is one coupled schedule;

@@ -40,7 +40,7 @@ def mass_optima(ref, budgets, opt_top: int | None, each_head=None) -> dict[int, 
             for b, k in enumerate(budgets)}
 
 
-def _priced(ref, k: int, opt_top: int | None, kind: str):
+def priced_optima(ref, k: int, opt_top: int | None, kind: str):
     """The ``kind`` optimum of :mod:`kvcore.optima.priced` over the ``L H`` traces of the prompt (layer-major) with
     ``B = k L H`` slots: on complete rows, priced until certified; with ``opt_top``, one solve on the ``opt_top``
     heaviest entries per row (a restriction of the complete network: every cost on complete rows) and its
@@ -79,10 +79,10 @@ def static_optimum(ref, k: int, opt_top: int | None, notes: dict | None = None) 
     (:mod:`kvcore.optima.priced`, certified on complete rows by pricing; no convexity assumed), then each trace's
     solved schedule made lazy at its own ``k_h`` (:func:`realtrace.quality.schedule.lazy_drop`); a trace given no
     slot drops every position on arrival.  With ``opt_top`` one solve on the heaviest entries and the gap to the
-    Lagrangian bound (:func:`_priced`).  ``notes`` (optional) receives the certificate."""
+    Lagrangian bound (:func:`priced_optima`).  ``notes`` (optional) receives the certificate."""
     from .schedule import lazy_drop
 
-    res = _priced(ref, k, opt_top, "static")
+    res = priced_optima(ref, k, opt_top, "static")
     solved = res.drops.reshape(ref.L, ref.H, ref.T)
     drops = np.empty((ref.L, ref.H, ref.T), dtype=np.int64)
     for layer in range(ref.L):
@@ -100,11 +100,11 @@ def coupled_optimum(ref, k: int, opt_top: int | None, notes: dict | None = None)
     min-cost flow over the ``L H`` traces, certified on complete rows by pricing (:mod:`kvcore.optima.priced`), made
     lazy in the coupled sense (:func:`realtrace.quality.schedule.coupled_lazy_drop`: ``min(L H (t + 1), B)``
     resident in total, a superset of the solved sets, so its cost is at most the solved one's on any rows).  With
-    ``opt_top`` one solve on the heaviest entries and the gap to the Lagrangian bound (:func:`_priced`); per trace
+    ``opt_top`` one solve on the heaviest entries and the gap to the Lagrangian bound (:func:`priced_optima`); per trace
     only the sum of the gap is a bound (:func:`_gap`).  ``notes`` (optional) receives the certificate."""
     from .schedule import coupled_lazy_drop
 
-    res = _priced(ref, k, opt_top, "coupled")
+    res = priced_optima(ref, k, opt_top, "coupled")
     drops = coupled_lazy_drop(res.drops, k * ref.L * ref.H).reshape(ref.L, ref.H, ref.T)
     if notes is not None:
         notes["certificate"] = res.certificate.as_dict()
@@ -154,4 +154,4 @@ def opt_schedules(ref, name: str, budgets, opt_top: int | None, each_head=None, 
 
 
 __all__ = ["OPT", "VARIANTS", "coupled_optimum", "mass_optima", "mass_optimum", "opt_schedule", "opt_schedules",
-           "static_optimum", "value_optimum", "variant_name"]
+           "priced_optima", "static_optimum", "value_optimum", "variant_name"]
