@@ -2,14 +2,20 @@
 
 Figures and claims are independent computations that share tables (:func:`theorems.tables.cached`: Fig. 8 and
 ``eq9-randomized`` read one marking table, the seed-002 figure and the block claims one block study).  With ``jobs``
-above 1 the run forks that many worker processes and hands each the next item as it frees up (one at a time; claims
-first, then figures, each in registry order).  The workers share tables through a temporary directory
+above 1 the run forks that many worker processes and hands each the next item as it frees up (one at a time, longest
+first: Order, below).  The workers share tables through a temporary directory
 (:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it -- so, as
 in a serial run, every table is computed once.  An item that needs a table another worker is making goes back to
 the end of the queue (:class:`theorems.tables.TableBusy`) while other items are left, and waits for it only when
 none is: a worker is not left idle behind a lock.  A claim names
 its figures' files before they are written (``ctx.figures`` holds the names every figure is written under, from the
 registry's stems and :data:`kvcore.atomic.FIGURE_FORMATS`); the run fails if a figure wrote others.
+
+Order.  A worker left with a long item while the others have nothing to do wastes a core, so the items are handed
+out longest first (the greedy longest-processing-time order; Graham, SIAM J. Appl. Math. 1969), by the seconds each
+took in the last run of the same profile on this machine, kept in ``item-seconds.json`` of
+:func:`kvcore.user_cache.user_cache_root` (a missing or unreadable file is ignored: items never timed go first, the
+readers of input sets among them, then in registry order).  The order changes no output.
 
 The output does not depend on ``jobs``: every figure and counterexample is written by the one item that makes it,
 under the same name; results are put back in registry order; tables are pure functions of their sizes.  Progress
@@ -20,6 +26,8 @@ as a serial run does.
 
 from __future__ import annotations
 
+import json
+import math
 import multiprocessing
 import os
 import signal
@@ -31,7 +39,8 @@ from pathlib import Path
 from queue import SimpleQueue
 from typing import Any
 
-from kvcore.atomic import FIGURE_FORMATS
+from kvcore.atomic import FIGURE_FORMATS, write_text
+from kvcore.user_cache import user_cache_root
 from theorems.claims import CLAIMS, ClaimResult, Context
 from theorems.profile import Profile
 from theorems.tables import TableBusy, deferring, shared_between_processes
@@ -99,12 +108,13 @@ def _ignore_interrupts() -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
 
 
-def _each(items: list[tuple[str, str]], jobs: int):
+def _each(items: list[tuple[str, str]], jobs: int, longer_first=lambda item: 0.0):
     """Each item's outcome as it finishes: in this process when ``jobs`` is 1 (or there is one item), else in
     ``jobs`` forked workers sharing their tables; a worker's exception is raised here.  Items are handed out one at
-    a time as workers free up.  An item that asks for a table another worker is making, while other items are
-    still to be handed out, goes back to the end of the queue instead of leaving its core idle; it is handed out
-    again later (and then waits, when nothing else is left)."""
+    a time as workers free up, in the order given.  An item that asks for a table another worker is making, while
+    other items are still to be handed out, goes back into the queue instead of leaving its core idle: where its
+    ``longer_first`` key (the order's) puts it, but behind at least one other item, so that its worker does
+    something else before it asks again; when nothing else is left it waits for the table."""
     if jobs <= 1 or len(items) <= 1:
         yield from map(_item, items)
         return
@@ -121,7 +131,9 @@ def _each(items: list[tuple[str, str]], jobs: int):
             if isinstance(outcome, BaseException):
                 raise outcome
             if outcome[0] == "busy":
-                queue.append(outcome[2])
+                item = outcome[2]
+                at = next((i for i, other in enumerate(queue) if longer_first(other) > longer_first(item)), len(queue))
+                queue.insert(max(1, at), item)
             else:
                 yield outcome
     # leaving the block terminates the workers, also when an exception or a Ctrl-C ends the loop
@@ -141,8 +153,8 @@ def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir
     """Build the figures and decide the claims, and with ``real_traces`` (the run's Staging) make the report's
     real-trace section.  Returns (figure id -> files relative to the output root, claim id -> result, the section
     or None), the first two in the order given.  Progress lines number figures and claims from ``first`` of
-    ``totals`` (default: these alone).  The items are handed out claims first: the costliest items of the main job
-    are claims (``default-policy``, ``eq9-randomized``), and a long item started last leaves the other cores idle.
+    ``totals`` (default: these alone).  The items are handed out longest first (module docstring: Order); this
+    run's timings are kept for the next.
     ``held``: input sets (``realtrace.input_dir``) that only the ``readers`` (``("claim"|"figure", id)``) may read,
     and whose figures only they may name -- the run's check that every reader is declared, item by item."""
     global _RUN
@@ -156,9 +168,15 @@ def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir
     section = None
     done = {"figure": first[0], "claim": first[1]}
     items = [("claim", c) for c in claim_ids] + [("figure", f) for f in figure_ids]
-    items.sort(key=lambda item: item not in readers)  # readers of input sets first: default-policy is one
     items += [("real", "")] if real_traces is not None else []
-    for kind, ident, value, seconds in _each(items, jobs):
+    last = _last_seconds(ctx.profile.name)
+    def longer_first(item):
+        return -last.get(_timed(item), math.inf), item not in readers
+
+    items.sort(key=longer_first)
+    took: dict[str, float] = {}
+    for kind, ident, value, seconds in _each(items, jobs, longer_first):
+        took[_timed((kind, ident))] = seconds
         if kind == "real":
             section = value
             continue
@@ -172,4 +190,41 @@ def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir
             what = value.verdict
         progress(f"[{kind} {done[kind]}/{totals[0 if kind == 'figure' else 1]}] {ident}: {what} ({seconds:.1f} s)")
         done[kind] += 1
+    _remember_seconds(ctx.profile.name, took)
     return {f: built[f] for f in figure_ids}, {c: results[c] for c in claim_ids}, section
+
+
+def _seconds_file() -> Path:
+    return user_cache_root() / "item-seconds.json"
+
+
+def _timed(item: tuple[str, str]) -> str:
+    return f"{item[0]}:{item[1]}"
+
+
+def _last_seconds(profile: str) -> dict[str, float]:
+    """The seconds each item took when last run at ``profile`` here (module docstring: Order); {} when unknown."""
+    try:
+        stored = json.loads(_seconds_file().read_text())[profile]
+        return {str(k): float(v) for k, v in stored.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _remember_seconds(profile: str, took: dict[str, float]) -> None:
+    """Add this run's timings to the file the next run orders its items by; a file that cannot be written is left
+    (the order is a matter of speed only)."""
+    if not took:
+        return
+    try:
+        stored = json.loads(_seconds_file().read_text())
+        stored = stored if isinstance(stored, dict) else {}
+    except (OSError, ValueError):
+        stored = {}
+    mine = stored.get(profile) if isinstance(stored.get(profile), dict) else {}
+    stored[profile] = {**mine, **{k: round(v, 3) for k, v in took.items()}}
+    try:
+        _seconds_file().parent.mkdir(parents=True, exist_ok=True)
+        write_text(_seconds_file(), json.dumps(stored, indent=0, sort_keys=True))
+    except OSError:
+        pass

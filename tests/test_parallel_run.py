@@ -184,3 +184,56 @@ def test_the_budget_claims_share_their_solved_curve_points_between_processes(mon
     allocation_study(tuple(quick["per_head_ks"]), quick["dp_per_head"], quick["curve_steps"])
     assert [sorted(c._values) for c in made] == solved
     assert all(s == list(range(quick["curve_steps"] + 1)) for s in solved)
+
+
+def test_a_busy_item_goes_back_where_the_order_puts_it_behind_one_other(tmp_path, monkeypatch):
+    """a and b need the slower table, c and d nothing; the order is a, b, c, d by length.  The one of a and b that
+    finds the table busy goes back before d (its place by length) but behind c (one other item first, so that its
+    worker does not spin)."""
+    from paper_check import runner
+
+    global _LOG
+    _LOG = tmp_path / "log"
+    _LOG.write_text("")
+
+    def made(kind, ident):
+        with open(_LOG, "a") as f:
+            f.write(f"{ident}\n")
+        return len(tables.cached(slower_table, n=5)) if ident in "ab" else ident
+
+    monkeypatch.setattr(runner, "_made", made)
+    monkeypatch.setattr(runner, "_RUN", runner._Run(QUICK, tmp_path, Context(QUICK, tmp_path)))
+    seconds = {"a": 9.0, "b": 5.0, "c": 1.0, "d": 0.5}
+    items = [("claim", i) for i in "abcd"]
+    list(runner._each(items, 2, lambda item: -seconds[item[1]]))
+    tries = [line for line in _LOG.read_text().split("\n")[:-1] if not line.startswith("slower")]
+    (busy,) = {i for i in "ab" if tries.count(i) > 1}  # b, or a when b took the table's lock first
+    assert sorted(tries[:2]) == ["a", "b"] and tries[2:4] == ["c", busy], tries
+    assert tries.count("d") == 1 and tries.index("d") > 3
+
+
+def test_items_are_handed_out_longest_first_by_the_last_run_here(tmp_path, monkeypatch, capsys):
+    """The order comes from the timings the last run kept (``$XDG_CACHE_HOME``); without them, or with a file that
+    does not read, it is the registry's; every run keeps its own timings."""
+    import json
+
+    from paper_check import runner
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+
+    def order(stored):
+        if stored is not None:
+            runner._seconds_file().parent.mkdir(parents=True, exist_ok=True)
+            runner._seconds_file().write_text(stored)
+        tables._TABLES.clear()
+        run_items(["2", "8"], [], Context(QUICK, tmp_path), tmp_path / "figures", jobs=1)
+        err = capsys.readouterr().err
+        return sorted(("2", "8"), key=lambda f: err.index(f"] {f}:"))
+
+    assert order(None) == ["2", "8"]
+    kept = json.loads(runner._seconds_file().read_text())["quick"]
+    assert set(kept) == {"figure:2", "figure:8"} and all(v >= 0 for v in kept.values())
+    assert order(json.dumps({"quick": {"figure:2": 0.1, "figure:8": 9.0}})) == ["8", "2"]
+    assert order(json.dumps({"full": {"figure:2": 0.1, "figure:8": 9.0}})) == ["2", "8"]  # another profile's
+    assert order("{not json") == ["2", "8"]
+    assert set(json.loads(runner._seconds_file().read_text())["quick"]) == {"figure:2", "figure:8"}

@@ -96,6 +96,7 @@ import numpy as np
 
 from kvcore.atomic import replacing, user_file_mode
 from kvcore.errors import ParameterError
+from kvcore.user_cache import user_cache_root
 
 ENV = "KV_QUALITY_CACHE"
 FORMAT = 1
@@ -122,8 +123,7 @@ class CorruptEntry(Exception):
 
 def default_dir() -> Path:
     """``$XDG_CACHE_HOME/kv-eviction-theory/quality`` (``~/.cache`` when ``XDG_CACHE_HOME`` is unset or empty)."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "kv-eviction-theory" / "quality"
+    return user_cache_root() / "quality"
 
 
 def cache_dir(option: str | None = None, disabled: bool = False) -> Path | None:
