@@ -174,10 +174,10 @@ def test_the_budget_claims_share_their_solved_curve_points_between_processes(mon
     would read it, the allocation study solves no further point."""
     import pickle
 
-    from theorems.claims.allocation import SIZES
+    from theorems.claims.allocation import CURVE_SIZES, SIZES
     from theorems.results.allocation import allocation_study, flow_curves
 
-    quick = {name: pair[0] for name, pair in SIZES.items()}
+    quick = {name: pair[0] for name, pair in {**SIZES, **CURVE_SIZES}.items()}
     made = pickle.loads(pickle.dumps(flow_curves(quick["curve_steps"])))
     solved = [sorted(c._values) for c in made]
     monkeypatch.setattr(tables, "_TABLES", {(flow_curves, (("upto", quick["curve_steps"]),)): made})

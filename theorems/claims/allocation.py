@@ -7,18 +7,24 @@ from __future__ import annotations
 from theorems.results.allocation import allocation_study, curve_study
 from theorems.tables import cached
 
-from .registry import Computed, Context, Decision, claim, decides, edit, fmt
+from .registry import CLAIMS, Computed, Context, Decision, claim, decides, edit, fmt
 
 CURVE_SIZES = {"curve_steps": (24, 128)}  # the curve is solved at k = 0..curve_steps on every head
-# budgets B = heads x k, on the curves regret-curve-convex solves
-SIZES = {"per_head_ks": ((2, 4, 8), (2, 4, 8, 16, 32, 64)), "dp_per_head": (2, 4), **CURVE_SIZES}
+SIZES = {"per_head_ks": ((2, 4, 8), (2, 4, 8, 16, 32, 64)), "dp_per_head": (2, 4)}  # budgets B = heads x k
 TEST = "theorems/test_allocation.py"
 
 
 def _study(ctx: Context) -> dict:
     z = ctx.sizes
     return cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"],
-                  curve_steps=z["curve_steps"])
+                  curve_steps=curve_steps(ctx.profile))
+
+
+def curve_steps(profile) -> int:
+    """The curve points ``regret-curve-convex`` solves at ``profile``: the allocation study is made on the same
+    solved curves (:func:`theorems.results.allocation.flow_curves`), so that a parallel run solves them once.  Not a
+    size of the allocation claims: their values do not depend on it."""
+    return CLAIMS["regret-curve-convex"].sizes_at(profile)["curve_steps"]
 
 
 @claim("regret-curve-convex", "§8 (premise)", "The exact no-refetch optimum's regret is a convex, non-increasing "

@@ -44,7 +44,7 @@ SIZES = {
 CLAIM_SIZES = {
     "7": {"eq8": "eq8-landlord"},
     "8": {"eq6": "eq6-det-lower-bound", "eq9": "eq9-randomized"},
-    "alloc": {"alloc": "static-vs-coupled"},
+    "alloc": {"alloc": "static-vs-coupled", "curve": "regret-curve-convex"},
     "surrogate": {"surrogate": "regret-surrogate"},
     "heads": {"heads": "displaced-mass-output-error"},
 }
@@ -302,7 +302,7 @@ def alloc_overlay(sizes: dict) -> dict:
     """The claim's rows of :func:`allocation_study`: uniform, static-optimal and dynamic-coupled regret per budget."""
     z = sizes["alloc"]
     s = cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"],
-               curve_steps=z["curve_steps"])
+               curve_steps=sizes["curve"]["curve_steps"])
     return {"budgets": [r["B"] for r in s["rows"]], "uniform": [r["uniform"] for r in s["rows"]],
             "static": [r["static"] for r in s["rows"]], "dynamic": [r["dynamic"] for r in s["rows"]],
             "heads": s["heads"], "trace": f"{s['traces']}: {s['heads']} KV heads, T = {s['T']}, "
