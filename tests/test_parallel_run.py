@@ -6,6 +6,7 @@ committed files: ``tests/test_paper_check_run.py`` on every core, ``tests/test_p
 
 import multiprocessing
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 from paper_check.runner import figure_files, run_items, usable_cores
@@ -55,13 +56,24 @@ def _ask(args):
     return tables.cached(outer_table if which == "outer" else outer_of_slower, n=n, inner=inner)
 
 
-def _in_two_processes(tmp_path, jobs):
+def _fresh_log(tmp_path) -> None:
     global _LOG
     _LOG = tmp_path / "log"
     _LOG.write_text("")
+
+
+@contextmanager
+def _workers_sharing_tables(tmp_path, processes: int):
+    """A pool of forked workers that share tables through ``tmp_path/shared``; the tables log to a fresh log."""
+    _fresh_log(tmp_path)
     with tables.shared_between_processes(tmp_path / "shared"), \
-            multiprocessing.get_context("fork").Pool(2) as pool:
+            multiprocessing.get_context("fork").Pool(processes) as pool:
         (tmp_path / "shared").mkdir()
+        yield pool
+
+
+def _in_two_processes(tmp_path, jobs):
+    with _workers_sharing_tables(tmp_path, 2) as pool:
         out = pool.map_async(_ask, jobs, chunksize=1).get(timeout=30)  # a deadlock would time out
     return out, sorted(_LOG.read_text().split("\n")[:-1])
 
@@ -127,12 +139,7 @@ def _ask_deferring(args):
 def test_a_busy_table_is_reported_instead_of_waited_for_unless_a_table_is_being_made(tmp_path):
     """The second process asks for slower(4) while the first makes it: "busy", at once.  The third asks, from inside
     outer(1) which it is making, for slower(4): it holds a lock, so it waits rather than abandon outer(1)."""
-    global _LOG
-    _LOG = tmp_path / "log"
-    _LOG.write_text("")
-    with tables.shared_between_processes(tmp_path / "shared"), \
-            multiprocessing.get_context("fork").Pool(3) as pool:
-        (tmp_path / "shared").mkdir()
+    with _workers_sharing_tables(tmp_path, 3) as pool:
         first = pool.apply_async(_ask, (("slower", 4, None),))
         time.sleep(0.2)  # slower(4) is being made (2 s)
         t0 = time.perf_counter()
@@ -150,9 +157,7 @@ def test_an_item_whose_table_is_busy_goes_back_in_the_queue_and_a_core_is_not_le
     the queue; c runs meanwhile, and b runs last, once the table is made (it is made once)."""
     from paper_check import runner
 
-    global _LOG
-    _LOG = tmp_path / "log"
-    _LOG.write_text("")
+    _fresh_log(tmp_path)
 
     def made(kind, ident):
         if ident == "c":
@@ -192,9 +197,7 @@ def test_a_busy_item_goes_back_where_the_order_puts_it_behind_one_other(tmp_path
     worker does not spin)."""
     from paper_check import runner
 
-    global _LOG
-    _LOG = tmp_path / "log"
-    _LOG.write_text("")
+    _fresh_log(tmp_path)
 
     def made(kind, ident):
         with open(_LOG, "a") as f:
