@@ -5,9 +5,9 @@ Figures and claims are independent computations that share tables (:func:`theore
 above 1 the run forks that many worker processes and hands each the next item as it frees up (one at a time, longest
 first: Order, below).  The workers share tables through a temporary directory
 (:func:`theorems.tables.shared_between_processes`): each table is made by the first worker that needs it -- so, as
-in a serial run, every table is computed once.  An item that needs a table another worker is making goes back to
-the end of the queue (:class:`theorems.tables.TableBusy`) while other items are left, and waits for it only when
-none is: a worker is not left idle behind a lock.  A claim names
+in a serial run, every table is computed once.  An item that needs a table another worker is making goes back into
+the queue (:class:`theorems.tables.TableBusy`) while other items are left, and waits for it only when none is: a
+worker is not left idle behind a lock.  A claim names
 its figures' files before they are written (``ctx.figures`` holds the names every figure is written under, from the
 registry's stems and :data:`kvcore.atomic.FIGURE_FORMATS`); the run fails if a figure wrote others.
 
@@ -170,6 +170,7 @@ def run_items(figure_ids: list[str], claim_ids: list[str], ctx: Context, fig_dir
     items = [("claim", c) for c in claim_ids] + [("figure", f) for f in figure_ids]
     items += [("real", "")] if real_traces is not None else []
     last = _last_seconds(ctx.profile.name)
+
     def longer_first(item):
         return -last.get(_timed(item), math.inf), item not in readers
 
