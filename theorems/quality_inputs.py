@@ -19,6 +19,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
+from realtrace import DATA_MODEL
+
 
 @dataclass(frozen=True)
 class Step:
@@ -45,10 +47,15 @@ class QualityInput:
     keep: tuple[str, ...] = ()
     minutes: float = 0.0  # one core's minutes for its recompute in --full's order (docs/performance.md); costliest 1st
     figures: tuple[str, ...] = ()
+    models: tuple[str, ...] = (DATA_MODEL,)  # the models whose results are committed (realtrace.model_data_dir)
 
     @property
     def directory(self) -> str:
         return f"realtrace/data/{self.name}"
+
+    def directory_for(self, model: str) -> str:
+        """Where ``model``'s results of this set are committed (:func:`realtrace.model_data_dir`)."""
+        return self.directory if model == DATA_MODEL else f"realtrace/data/{model}/{self.name}"
 
 
 def _quality(*args: str, out: str) -> Step:
@@ -170,9 +177,21 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
 )
 
 
+def claim_models(claim_id: str) -> tuple[str, ...]:
+    """The models a claim is decided on (VERDICTS.md, "Several models"): those with every set it reads committed --
+    for the regret-surrogate claim, which reads whatever quality sets a model has, those with any -- the default
+    model first; ``()`` for a claim that reads no model's output."""
+    sets = [s for s in QUALITY_INPUTS if claim_id in s.claims]
+    if not sets:
+        return ()
+    found = [set(s.models) for s in sets]
+    have = set.union(*found) if claim_id == SURROGATE else set.intersection(*found)
+    return tuple(sorted(have, key=lambda m: (m != DATA_MODEL, m)))
+
+
 def input_set(name: str) -> QualityInput:
     """The declared set ``name``; KeyError when there is none."""
     return {s.name: s for s in QUALITY_INPUTS}[name]
 
 
-__all__ = ["QUALITY_INPUTS", "QualityInput", "Step", "input_set"]
+__all__ = ["QUALITY_INPUTS", "QualityInput", "Step", "claim_models", "input_set"]
