@@ -26,7 +26,7 @@ def _d(verdict: str, correction: str | None = None) -> Decision:
     ({"a": "holds", "b": "not-reproduced"}, "not-reproduced", "model-dependent: holds on a, not-reproduced on b"),
     ({"a": "not-reproduced", "b": "holds-with-correction"}, "not-reproduced",
      "model-dependent: holds on b, not-reproduced on a"),
-    ({"a": "refuted", "b": "holds"}, "refuted", "refuted on a (its counterexample below), holds on b"),
+    ({"a": "refuted", "b": "holds"}, "refuted", "refuted on a (its finding below names the counterexample), holds on b"),
     ({"a": "holds", "b": "refuted", "c": "not-reproduced"}, "refuted", "refuted on b"),
     ({"a": "holds", "b": "holds-with-correction"}, "holds-with-correction", "holds-with-correction on b"),
     ({"a": "holds", "b": "not-checkable"}, "holds", "not checkable on b, which takes no part"),
