@@ -129,7 +129,8 @@ def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:
     c = CLAIMS[cid]
     return to_jsonable({"id": cid, "source": c.source, "claim": c.claim, "verdict": res.verdict,
                         "summary": res.summary, "correction": res.correction, "readings": res.readings,
-                        **({"models": res.models} if res.models else {}), "values": res.values, "expected": res.expected, "evidence": res.evidence,
+                        **({"models": res.models} if res.models else {}),
+                        "values": res.values, "expected": res.expected, "evidence": res.evidence,
                         "sizes": c.sizes_at(profile)})
 
 
