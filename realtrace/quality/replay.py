@@ -377,7 +377,7 @@ class MaskedPass:
         self.bias = None  # the additive resident mask of rows ``first ..`` on the host, rewritten per KV head
         self.fused = self.device.type == "cpu" and not _PLAIN_ON_CPU
 
-    def _fused(self, qg, kg, vg, mask, scaling):
+    def _attention(self, qg, kg, vg, mask, scaling):
         """One attention call over the queries from row ``first`` (causal from row 0, else ``mask`` holds the
         causal part): its output and log-sum-exp for the rows from ``start`` (module docstring: the fused CPU
         kernel, or :func:`plain_attention`)."""
@@ -415,7 +415,7 @@ class MaskedPass:
             qg = q_rows[:, g * rep:(g + 1) * rep]
             kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
             vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
-            full, lse = self._fused(qg, kg, vg, own_bias, scaling)
+            full, lse = self._attention(qg, kg, vg, own_bias, scaling)
             drop = None if drops is None else np.ascontiguousarray(
                 drops[g] if own is None else np.minimum(drops[g], own), dtype=np.int64)
             if drop is None or (drop >= n_keys).all() or (own is not None and (drop == own).all()):
@@ -424,7 +424,7 @@ class MaskedPass:
             if self.bias is None:
                 self.bias = torch.empty(n_keys - first, n_keys, device="cpu")
             empty = resident_bias(drop, first, self.bias.numpy())
-            out, lse_r = self._fused(qg, kg, vg, self.bias.to(self.device), scaling)
+            out, lse_r = self._attention(qg, kg, vg, self.bias.to(self.device), scaling)
             # an empty resident set (a trace the coupled or static optimum starves) attends to nothing: the kernel
             # returns output 0 and log-sum-exp 0 there, but every key is displaced (L_R = -inf, m = 1)
             lse_r = lse_r.masked_fill(torch.from_numpy(empty[s - first:]).to(self.device), float("-inf"))
