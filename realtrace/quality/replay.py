@@ -355,12 +355,13 @@ class LayerRecord:
 class MaskedPass:
     """The replay pass (module docstring).  ``plan`` gives each layer's drop vectors (:class:`OpenLoop`,
     :class:`ClosedLoop`, or None for the full cache); ``start``: the first row computed (the earlier ones come from
-    ``prefix``, the full-cache pass's queries, keys and values per layer, on ``device``, the model's);
+    ``prefix``, the full-cache pass's queries, keys and values per layer, on ``device``, the model's: a
+    ``torch.device`` or its name);
     ``keep_qkv``: store this pass's queries, keys and values for later passes to resume from."""
 
     def __init__(self, torch, plan, layers: int, heads: int, T: int, start: int = 0,
                  prefix: dict | None = None, keep_qkv: bool = False, windows: tuple | None = None,
-                 device: str = "cpu"):
+                 device="cpu"):
         self.torch, self.plan, self.start, self.prefix, self.T = torch, plan, start, prefix, T
         self.device = torch.device(device)
         self.windows = windows or (None,) * layers  # per layer: None (full causal) or the sliding window W
