@@ -71,13 +71,14 @@ def progress(label: str, done: int, total: int, started: float, stream=None) -> 
 def sparsify_block(rows, row0: int, top: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Rule 4 on a block of causal rows: ``rows`` is ``B x n`` (float), row ``r`` is query ``row0 + r`` over keys
     ``0..n-1`` of which ``0..row0+r`` are visible.  Returns ``(counts, indices, weights, residual)`` of the block
-    (concatenated over its rows, ids ascending within a row)."""
+    (concatenated over its rows, ids ascending within a row), on the host; ``rows`` may be on any device, where the
+    selection runs."""
     torch, _ = import_torch()
     rows = rows.to(torch.float64)
     B, n = rows.shape
-    query = torch.arange(row0, row0 + B).unsqueeze(1)
-    causal = torch.arange(n).unsqueeze(0) <= query
-    rows = torch.where(causal, rows, torch.zeros((), dtype=torch.float64))
+    query = torch.arange(row0, row0 + B, device=rows.device).unsqueeze(1)
+    causal = torch.arange(n, device=rows.device).unsqueeze(0) <= query
+    rows = torch.where(causal, rows, torch.zeros((), dtype=torch.float64, device=rows.device))
     rows = rows / rows.sum(dim=1, keepdim=True)
     vals, idx = torch.topk(rows, min(top, n), dim=1)
     keep = (vals > 0) & (idx <= query)
@@ -86,9 +87,9 @@ def sparsify_block(rows, row0: int, top: int) -> tuple[np.ndarray, np.ndarray, n
     idx, order = torch.sort(idx, dim=1)
     vals = torch.gather(vals, 1, order)
     keep = idx < n
-    counts = keep.sum(dim=1).numpy().astype(np.int64)
-    indices = idx[keep].numpy().astype(np.int64)
-    weights = vals[keep].numpy()
+    counts = keep.sum(dim=1).cpu().numpy().astype(np.int64)
+    indices = idx[keep].cpu().numpy().astype(np.int64)
+    weights = vals[keep].cpu().numpy()
     starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
     kept_sum = np.add.reduceat(weights, starts) if weights.size else np.zeros(B)
     residual = np.clip(1.0 - np.where(counts == 0, 0.0, kept_sum), 0.0, None)
@@ -143,12 +144,14 @@ _SINK: list = []  # the active _BlockSink while a capture pass runs (empty other
 _BLOCK_ROWS = [DEFAULT_BLOCK_ROWS]
 
 
-def blocked_attention(module, query, key, value, attention_mask, scaling, dropout=0.0, **kwargs):
+def blocked_attention(module, query, key, value, attention_mask, *args, scaling, **kwargs):
     """Eager attention computed ``_BLOCK_ROWS`` query rows at a time (module docstring), causal with the queries
     at the end of the keys (prefill, or decoding with a cache), within the layer's sliding window when the model
     passes one (``sliding_window`` W: query ``t`` sees keys ``i > t - W``, as transformers' own masks).
     ``attention_mask`` is not used: a capture runs one unpadded sequence, and transformers builds no mask for an
-    implementation it has no mask function for."""
+    implementation it has no mask function for.  ``scaling`` is keyword-only, as transformers passes it: importing
+    kvpress re-wraps every registered attention function and passes ``dropout`` (never used: no training)
+    positionally."""
     import torch
 
     window = kwargs.get("sliding_window")
@@ -157,12 +160,13 @@ def blocked_attention(module, query, key, value, attention_mask, scaling, dropou
     values = value.repeat_interleave(groups, dim=1) if groups > 1 else value
     q_len, n = query.shape[2], keys.shape[2]
     offset = n - q_len
-    out = torch.empty(query.shape[0], query.shape[1], q_len, values.shape[3], dtype=query.dtype)
+    device = query.device
+    out = torch.empty(query.shape[0], query.shape[1], q_len, values.shape[3], dtype=query.dtype, device=device)
     step = _BLOCK_ROWS[0]
     for r0 in range(0, q_len, step):
         r1 = min(q_len, r0 + step)
         w = torch.matmul(query[:, :, r0:r1], keys.transpose(2, 3)) * scaling
-        i, t = torch.arange(n).unsqueeze(0), (torch.arange(r0, r1) + offset).unsqueeze(1)
+        i, t = torch.arange(n, device=device).unsqueeze(0), (torch.arange(r0, r1, device=device) + offset).unsqueeze(1)
         hidden = (i > t) | (i <= t - window) if window else i > t
         w = w.masked_fill(hidden, float("-inf"))
         w = torch.nn.functional.softmax(w, dim=-1, dtype=torch.float32).to(query.dtype)

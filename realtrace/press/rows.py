@@ -71,7 +71,7 @@ def complete_traces(lm, ts, ids: list[int]) -> tuple[dict[str, AttentionTrace], 
         out, worst = {}, 0.0
         for name in ts.names():
             query, keys, _ = full.keep_qkv[ts.layers[name]]
-            rows = head_rows(lm.torch, query, keys, int(ts.heads[name][2:]), scaling)
+            rows = head_rows(lm.torch, query, keys, int(ts.heads[name][2:]), scaling).cpu()
             dev = stored_deviation(ts.traces[name], rows.numpy())
             if dev > STORED_TOLERANCE:
                 raise KVToolkitError(f"{ts.source}: trace {name}: the model's attention on the set's tokens differs "

@@ -139,7 +139,7 @@ def measure(tokens: int = 2000, budget: int = 128, repeats: int = 3, threads: in
                                for layer in range(L))
     say(f"plain forward (sdpa), a batch of {BATCH} ...")
     lm.model.set_attn_implementation("sdpa")
-    batch = lm.torch.tensor([ids] * BATCH)
+    batch = lm.torch.tensor([ids] * BATCH, device=lm.model.device)
 
     def batched():
         with lm.torch.no_grad():
@@ -167,7 +167,7 @@ def _optimum_times(lm, full, layer: int, budgets: tuple[int, ...]) -> dict:
     spent, solved = {}, {}
     for columns in (True, False):
         t0 = time.process_time()
-        solved[columns] = [lazy_optima(head_rows(lm.torch, q, k, g, scaling), budgets, columns=columns)
+        solved[columns] = [lazy_optima(head_rows(lm.torch, q, k, g, scaling).cpu(), budgets, columns=columns)
                            for g in range(k.shape[1])]
         spent[columns] = time.process_time() - t0
     same = all(np.array_equal(a[0], b[0]) and a[1:] == b[1:]
@@ -187,8 +187,8 @@ def _charge_times(lm, full, drops: np.ndarray) -> dict:
     for layer, (q, k, v) in sorted(full.keep_qkv.items()):
         for g in range(drops.shape[1]):
             t0 = time.process_time()
-            rows = head_rows(lm.torch, q, k, g, scaling).numpy()
-            costs = value_costs(rows, v[0, g].to(lm.torch.float64).numpy())
+            rows = head_rows(lm.torch, q, k, g, scaling).cpu().numpy()
+            costs = value_costs(rows, v[0, g].cpu().to(lm.torch.float64).numpy())
             t1 = time.process_time()
             plain = [charge(a, drops[layer, g]) for a in (rows, costs)]
             t2 = time.process_time()

@@ -436,7 +436,7 @@ def closed_loop_key(reference: dict, policy: str, params, budget: int, seed: int
 
 def full_cache(lm, prompt, store: Store, key: dict | None = None) -> tuple[dict, object, str]:
     """``(qkv, hidden, status)``: per layer the full-cache pass's ``(query, key, value)`` tensors, its final hidden
-    states ``(T, hidden size)``, and whether they were ``"cached"``, ``"computed"`` (and stored) or computed with the
+    states ``(T, hidden size)`` (all on the model's device), and whether they were ``"cached"``, ``"computed"`` (and stored) or computed with the
     cache ``"off"``; ``key`` is the prompt's :func:`reference_key` when the caller has it already."""
     from .replay import replay
 
@@ -445,16 +445,20 @@ def full_cache(lm, prompt, store: Store, key: dict | None = None) -> tuple[dict,
 
     def compute() -> dict[str, np.ndarray]:
         full, hidden = replay(lm, list(prompt.ids), None, layers, cfg.num_key_value_heads, keep_qkv=True)
-        arrays = {"hidden": np.ascontiguousarray(hidden.numpy())}
+        arrays = {"hidden": np.ascontiguousarray(hidden.cpu().numpy())}
         for layer, tensors in full.keep_qkv.items():
             for name, t in zip("qkv", tensors):
-                arrays[f"{name}{layer:02d}"] = np.ascontiguousarray(t.numpy())
+                arrays[f"{name}{layer:02d}"] = np.ascontiguousarray(t.cpu().numpy())
         return arrays
 
     arrays, status = store.fetch("reference", key or reference_key(model_identity(lm), prompt.ids), compute)
-    torch = lm.torch
-    qkv = {layer: tuple(torch.from_numpy(arrays[f"{name}{layer:02d}"]) for name in "qkv") for layer in range(layers)}
-    return qkv, torch.from_numpy(arrays["hidden"]), status
+    torch, device = lm.torch, lm.model.device
+
+    def tensor(name: str):  # on the model's device, where the passes resume from it (on the CPU: no copy)
+        return torch.from_numpy(arrays[name]).to(device)
+
+    qkv = {layer: tuple(tensor(f"{name}{layer:02d}") for name in "qkv") for layer in range(layers)}
+    return qkv, tensor("hidden"), status
 
 
 def press_drops(lm, prompt, budgets, presses: list[str], store: Store) -> tuple[dict[str, np.ndarray], int]:

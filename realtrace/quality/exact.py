@@ -38,7 +38,8 @@ def head_rows(torch, query, key, g: int, scaling: float, window: int | None = No
     """``(T, T)`` float64 tensor: the head-mean causal attention of KV head ``g`` (module docstring), each row
     renormalised to sum 1; on a sliding-window layer (``window`` W) only keys ``i > t - W`` have weight, as in the
     model (a key outside the window gets exactly 0: no schedule is charged for it, SPEC section 8).  ``query``
-    ``(1, heads, T, d)`` and ``key`` ``(1, kv heads, T, d)`` are the full-cache pass's.  The operations of :func:`head_rows_plain`, in place where it makes a copy (every entry the same float
+    ``(1, heads, T, d)`` and ``key`` ``(1, kv heads, T, d)`` are the full-cache pass's; the rows are on their
+    device.  The operations of :func:`head_rows_plain`, in place where it makes a copy (every entry the same float
     operation, so the same bits: ``tests/test_quality_coupled.py`` compares them); a run computes these rows once
     or twice per head (its optimum, its charges), and the copies were a third of the time."""
     heads, kv = query.shape[1], key.shape[1]
@@ -46,9 +47,9 @@ def head_rows(torch, query, key, g: int, scaling: float, window: int | None = No
     T = key.shape[2]
     with torch.no_grad():
         s = torch.matmul(query[0, g * rep:(g + 1) * rep], key[0, g].transpose(0, 1)).mul_(scaling)
-        s.masked_fill_(_future(torch, T), float("-inf"))
+        s.masked_fill_(_future(torch, T, s.device), float("-inf"))
         if window is not None and window < T:
-            s.masked_fill_(torch.ones(T, T, dtype=torch.bool).tril(-window), float("-inf"))
+            s.masked_fill_(torch.ones(T, T, dtype=torch.bool, device=s.device).tril(-window), float("-inf"))
         rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
         return rows.div_(rows.sum(dim=1, keepdim=True))
 
@@ -60,24 +61,25 @@ def head_rows_plain(torch, query, key, g: int, scaling: float, window: int | Non
     T = key.shape[2]
     with torch.no_grad():
         s = torch.matmul(query[0, g * rep:(g + 1) * rep], key[0, g].transpose(0, 1)) * scaling
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=s.device).triu(1), float("-inf"))
         if window is not None:
-            t, i = torch.arange(T)[:, None], torch.arange(T)[None, :]
+            t, i = torch.arange(T, device=s.device)[:, None], torch.arange(T, device=s.device)[None, :]
             s = s.masked_fill(i <= t - window, float("-inf"))
         rows = torch.softmax(s, dim=-1).mean(dim=0).to(torch.float64)
         return rows / rows.sum(dim=1, keepdim=True)
 
 
-_FUTURE: dict[int, object] = {}
+_FUTURE: dict[tuple, object] = {}
 
 
-def _future(torch, T: int):
-    """The ``(T, T)`` mask of the positions after each step, made once per length (read-only to its callers)."""
-    mask = _FUTURE.get(T)
+def _future(torch, T: int, device):
+    """The ``(T, T)`` mask of the positions after each step on ``device``, made once per length (read-only to its
+    callers)."""
+    mask = _FUTURE.get((T, device))
     if mask is None:
-        mask = torch.ones(T, T, dtype=torch.bool).triu(1)
+        mask = torch.ones(T, T, dtype=torch.bool, device=device).triu(1)
         _FUTURE.clear()  # one length at a time: a run goes prompt by prompt (each thread keeps the mask it made)
-        _FUTURE[T] = mask
+        _FUTURE[T, device] = mask
     return mask
 
 

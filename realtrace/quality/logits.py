@@ -25,13 +25,13 @@ def block_rows(lm) -> int:
 
 
 def logp_blocks(lm, hidden, r0: int, r1: int, first_row: int = 0):
-    """Next-token log-probabilities (float32) of rows ``r0 .. r1-1`` in blocks of :func:`block_rows` rows;
-    ``hidden[i]`` is row ``first_row + i``."""
+    """Next-token log-probabilities (float32, on the host) of rows ``r0 .. r1-1`` in blocks of :func:`block_rows`
+    rows; ``hidden[i]`` (on the model's device) is row ``first_row + i``."""
     torch, rows = lm.torch, block_rows(lm)
     for a in range(r0, r1, rows):
         b = min(r1, a + rows)
         with torch.no_grad():
-            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).numpy()
+            yield torch.log_softmax(lm.model.lm_head(hidden[a - first_row:b - first_row]), dim=-1).cpu().numpy()
 
 
 class FullLogp:

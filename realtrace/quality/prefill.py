@@ -32,12 +32,13 @@ class TracePass:
         torch = self.torch
         n_keys, n_q = key.shape[2], query.shape[2]
         offset = n_keys - n_q
-        bias = causal_bias(torch, offset, n_keys)
+        bias = causal_bias(torch, offset, n_keys)  # on the host, then on the model's device
         own = window_drop(n_keys, self.windows[module.layer_idx] if self.windows else None)
         if own is not None:  # a sliding-window layer: the model's own window too
             resident_bias(own, offset, bias.numpy())
         bias.clamp_(min=torch.finfo(query.dtype).min)  # transformers' eager mask
-        out, w = self.eager(module, query, key, value, bias[None, None], scaling=scaling, dropout=0.0)
+        out, w = self.eager(module, query, key, value, bias.to(query.device)[None, None], scaling=scaling,
+                            dropout=0.0)
         rep = w.shape[1] // self.heads
         for g in range(self.heads if self.top is not None else 0):
             rows = w[0, g * rep:(g + 1) * rep].mean(dim=0)

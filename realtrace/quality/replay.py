@@ -26,9 +26,11 @@ is).  Two functions are registered:
     with their full-cache weights), so ``O_R - O = m_h (O_R - Vbar_E)``: the error is the displaced mass times how
     far the evicted values lie from the renormalised output -- first order in ``m`` when that distance is typical
     (the surrogate's regime), larger for an outlier value, smaller when the evicted values match the retained
-    average (paper Section 9's two failure directions).  Both come from one fused attention kernel per mask
-    (``aten._scaled_dot_product_flash_attention_for_cpu``, which returns the log-sum-exp ``L``):
-    ``m_h = 1 - exp(L_R - L)``.
+    average (paper Section 9's two failure directions).  Both come from one attention call per mask that returns
+    the log-sum-exp ``L`` beside the output: ``m_h = 1 - exp(L_R - L)``.  On the CPU it is the fused kernel
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` (every committed result was computed with it); on any
+    other device (``--device cuda``) :func:`plain_attention`, the same formula in plain torch ops on that device,
+    checked against the CPU kernel on the CPU (tests/test_model_device.py).
 
 ``kvquality_trace`` (:class:`realtrace.quality.prefill.TracePass`) -- the full cache with its attention weights: transformers' own
     eager attention (``eager_attention_forward``) under an explicit causal mask, each KV head's rows optionally
@@ -50,6 +52,11 @@ observing the weights the model computes under its own evictions.  Causality mak
 token ``t`` at layer ``l`` depends only on tokens ``<= t`` at layers ``<= l``, so running layer ``l``'s policies over
 all steps, masking, and only then computing layer ``l + 1`` gives every query the same inputs as decoding token by
 token with evictions (a test drives the same policies token by token and compares).
+
+Devices.  The model's tensors (queries, keys, values, the full-cache reference a pass resumes from, scores) stay
+on the model's device; what a policy or a metric reads crosses to the host with ``.cpu()`` (a no-op on the CPU),
+and every mask is built on the host (:mod:`realtrace.quality.schedule` writes it through a NumPy view) and moved
+to the device with ``.to(device)``.
 
 A replay starts where the schedule first drops something: the rows before are the full cache's, so the pass resumes
 from the full-cache keys and values of those positions (a ``DynamicCache``, logical positions kept) and computes only
@@ -276,10 +283,38 @@ class _Active:
 
 
 def causal_bias(torch, start: int, n_keys: int):
-    """``(n_keys - start, n_keys)`` additive mask of queries ``start ..`` over all keys: 0 where ``key <= query``,
-    ``-inf`` above (queries sit at the end of the keys, as in a prefill resumed from a cache)."""
-    t = torch.arange(start, n_keys).unsqueeze(1)
-    return torch.zeros(n_keys - start, n_keys).masked_fill(torch.arange(n_keys).unsqueeze(0) > t, float("-inf"))
+    """``(n_keys - start, n_keys)`` additive mask of queries ``start ..`` over all keys, on the host (a caller
+    writes through its NumPy view, then moves it to the model's device): 0 where ``key <= query``, ``-inf`` above
+    (queries sit at the end of the keys, as in a prefill resumed from a cache)."""
+    t = torch.arange(start, n_keys, device="cpu").unsqueeze(1)
+    return torch.zeros(n_keys - start, n_keys, device="cpu").masked_fill(
+        torch.arange(n_keys, device="cpu").unsqueeze(0) > t, float("-inf"))
+
+
+# Tests only (never a user option): run :func:`plain_attention` on the CPU too, to check it against the fused CPU
+# kernel it replaces on other devices.
+_PLAIN_ON_CPU = False
+
+
+def plain_attention(torch, query, key, value, causal: bool, mask, scale: float):
+    """``(O, L)``: ``O = softmax(S) V`` and ``L = log sum_j exp(S_j)`` per query row, ``S = Q K^T scale + mask``
+    (plus ``-inf`` above the diagonal, aligned top-left, when ``causal``), in plain torch ops on the inputs'
+    device -- the two outputs of the fused CPU kernel, in its shapes ``(1, heads, rows, d)`` and ``(1, heads,
+    rows)``, computed as it does: with ``M`` the row's largest score, ``w = exp(S - M)``, ``O = (w V) / sum w`` and
+    ``L = M + log sum w``.  A row whose every key is masked gets ``O = 0`` and ``L = 0``, as from the fused kernel
+    (the replay overwrites that ``L`` with ``-inf``).  It holds the ``(heads, rows, keys)`` scores the fused kernel
+    avoids."""
+    s = torch.matmul(query, key.transpose(-2, -1)).mul_(scale)
+    if causal:
+        s.masked_fill_(torch.ones(s.shape[-2:], dtype=torch.bool, device=s.device).triu(1), float("-inf"))
+    if mask is not None:
+        s.add_(mask)
+    peak = s.amax(dim=-1, keepdim=True)
+    peak.masked_fill_(peak == float("-inf"), 0.0)  # a row attending nothing: every w is exp(-inf) = 0
+    w = s.sub_(peak).exp_()
+    total = w.sum(dim=-1, keepdim=True)
+    total.masked_fill_(total == 0.0, 1.0)  # ... so O = 0 / 1 and L = 0 + log 1
+    return torch.matmul(w, value).div_(total), (peak + total.log()).squeeze(-1)
 
 
 SCORE_BLOCK = 256  # query rows per product in causal_scores
@@ -294,7 +329,7 @@ def causal_scores(torch, query, key, scaling: float):
     in the full product (a test compares the two bit for bit); measured at T = 1,996, 9 heads, one thread: 0.10 s
     against 0.29 s."""
     T = query.shape[1]
-    out = torch.empty(query.shape[0], T, T)
+    out = torch.empty(query.shape[0], T, T, device=query.device)
     kt = key.transpose(1, 2)
     r0 = 0
     while r0 < T:
@@ -320,12 +355,15 @@ class LayerRecord:
 class MaskedPass:
     """The replay pass (module docstring).  ``plan`` gives each layer's drop vectors (:class:`OpenLoop`,
     :class:`ClosedLoop`, or None for the full cache); ``start``: the first row computed (the earlier ones come from
-    ``prefix``, the full-cache pass's queries, keys and values per layer); ``keep_qkv``: store this pass's queries,
-    keys and values for later passes to resume from."""
+    ``prefix``, the full-cache pass's queries, keys and values per layer, on ``device``, the model's: a
+    ``torch.device`` or its name);
+    ``keep_qkv``: store this pass's queries, keys and values for later passes to resume from."""
 
     def __init__(self, torch, plan, layers: int, heads: int, T: int, start: int = 0,
-                 prefix: dict | None = None, keep_qkv: bool = False, windows: tuple | None = None):
+                 prefix: dict | None = None, keep_qkv: bool = False, windows: tuple | None = None,
+                 device="cpu"):
         self.torch, self.plan, self.start, self.prefix, self.T = torch, plan, start, prefix, T
+        self.device = torch.device(device)
         self.windows = windows or (None,) * layers  # per layer: None (full causal) or the sliding window W
         self.window_bias: dict = {}  # W -> the additive mask of the model's own window, rows ``first ..``
         self.keep_qkv = {} if keep_qkv else None
@@ -336,15 +374,21 @@ class MaskedPass:
         # prefill press's pass covers only the answer rows); the two compute the same numbers, bit for bit
         # (measured: the online softmax adds exact zeros for masked keys either way).
         self.first = 0 if 2 * start < T else start
-        self.causal = causal_bias(torch, start, T) if self.first else None
-        self.bias = None  # the additive resident mask of rows ``first ..``, one buffer rewritten per KV head
-        self.flash = torch.ops.aten._scaled_dot_product_flash_attention_for_cpu
+        self.causal = causal_bias(torch, start, T).to(self.device) if self.first else None
+        self.bias = None  # the additive resident mask of rows ``first ..`` on the host, rewritten per KV head
+        self.fused = self.device.type == "cpu" and not _PLAIN_ON_CPU
 
-    def _fused(self, qg, kg, vg, mask, scaling):
-        """One fused attention call over the queries from row ``first`` (causal from row 0, else ``mask`` holds the
-        causal part): its output and log-sum-exp for the rows from ``start``."""
+    def _attention(self, qg, kg, vg, mask, scaling):
+        """One attention call over the queries from row ``first`` (causal from row 0, else ``mask`` holds the
+        causal part): its output and log-sum-exp for the rows from ``start`` (module docstring: the fused CPU
+        kernel, or :func:`plain_attention`)."""
         cut = self.start - self.first
-        return (x[:, :, cut:] for x in self.flash(qg, kg, vg, 0.0, self.first == 0, attn_mask=mask, scale=scaling))
+        if self.fused:
+            both = self.torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
+                qg, kg, vg, 0.0, self.first == 0, attn_mask=mask, scale=scaling)
+        else:
+            both = plain_attention(self.torch, qg, kg, vg, self.first == 0, mask, scaling)
+        return (x[:, :, cut:] for x in both)
 
     def attend(self, layer: int, query, key, value, scaling):
         torch, s, first = self.torch, self.start, self.first
@@ -360,7 +404,7 @@ class MaskedPass:
             if reads:
                 # the closed loop's observations come from every query head's scaled products q k^T, all rows
                 scores = outside_window(causal_scores(torch, q_all[0], key[0].repeat_interleave(rep, dim=0),
-                                                      scaling).numpy(), self.windows[layer])
+                                                      scaling).cpu().numpy(), self.windows[layer])
             else:
                 scores = np.empty((query.shape[1], n_keys, 0), np.float32)
             drops = self.plan.layer_drops(layer, heads, scores)
@@ -372,47 +416,49 @@ class MaskedPass:
             qg = q_rows[:, g * rep:(g + 1) * rep]
             kg = key[:, g:g + 1].expand(-1, rep, -1, -1)
             vg = value[:, g:g + 1].expand(-1, rep, -1, -1)
-            full, lse = self._fused(qg, kg, vg, own_bias, scaling)
+            full, lse = self._attention(qg, kg, vg, own_bias, scaling)
             drop = None if drops is None else np.ascontiguousarray(
                 drops[g] if own is None else np.minimum(drops[g], own), dtype=np.int64)
             if drop is None or (drop >= n_keys).all() or (own is not None and (drop == own).all()):
                 outs.append(full)
                 continue
             if self.bias is None:
-                self.bias = torch.empty(n_keys - first, n_keys)
+                self.bias = torch.empty(n_keys - first, n_keys, device="cpu")
             empty = resident_bias(drop, first, self.bias.numpy())
-            out, lse_r = self._fused(qg, kg, vg, self.bias, scaling)
+            out, lse_r = self._attention(qg, kg, vg, self.bias.to(self.device), scaling)
             # an empty resident set (a trace the coupled or static optimum starves) attends to nothing: the kernel
             # returns output 0 and log-sum-exp 0 there, but every key is displaced (L_R = -inf, m = 1)
-            lse_r = lse_r.masked_fill(torch.from_numpy(empty[s - first:]), float("-inf"))
+            lse_r = lse_r.masked_fill(torch.from_numpy(empty[s - first:]).to(self.device), float("-inf"))
             diff = (out - full)[0].permute(1, 0, 2).reshape(n_keys - s, -1)
             ref = full[0].permute(1, 0, 2).reshape(n_keys - s, -1)
-            self.record.error[layer, g, s:] = (diff.norm(dim=1) / ref.norm(dim=1)).numpy()
-            self.record.displaced[layer, g, s:] = (1.0 - torch.exp(lse_r - lse)).clamp_(min=0.0).mean(dim=1)[0].numpy()
+            self.record.error[layer, g, s:] = (diff.norm(dim=1) / ref.norm(dim=1)).cpu().numpy()
+            displaced = (1.0 - torch.exp(lse_r - lse)).clamp_(min=0.0).mean(dim=1)[0]
+            self.record.displaced[layer, g, s:] = displaced.cpu().numpy()
             outs.append(out)
         return torch.cat(outs, dim=1).transpose(1, 2).contiguous(), None
 
     def _window_bias(self, own: np.ndarray):
-        """The additive mask of the model's own window (drop vector ``own``), rows ``first ..``, made once per
-        window size."""
+        """The additive mask of the model's own window (drop vector ``own``), rows ``first ..``, made on the host
+        once per window size and kept on the device."""
         W = int(own[0])
         if W not in self.window_bias:
-            bias = self.torch.empty(own.size - self.first, own.size)
+            bias = self.torch.empty(own.size - self.first, own.size, device="cpu")
             resident_bias(own, self.first, bias.numpy())
-            self.window_bias[W] = bias
+            self.window_bias[W] = bias.to(self.device)
         return self.window_bias[W]
 
 
 def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, prefix: dict | None = None,
            keep_qkv: bool = False, windows: tuple | None = None):
     """One :class:`MaskedPass` over ``ids`` from row ``start`` (module docstring); returns ``(pass, hidden)`` with
-    ``hidden`` the final hidden states of rows ``start ..`` (``(rows, hidden size)``, before the LM head).
+    ``hidden`` the final hidden states of rows ``start ..`` (``(rows, hidden size)``, before the LM head), on the
+    model's device; ``prefix``'s tensors must be there too.
     ``windows``: each layer's sliding window (default: the model's own, :attr:`realtrace.model.LoadedModel.geometry`;
     a test passes others to see a wrong mask fail)."""
     torch = lm.torch
     T = len(ids)
     windows = lm.geometry.windows if windows is None else windows
-    pass_ = MaskedPass(torch, plan, layers, heads, T, start, prefix, keep_qkv, windows)
+    pass_ = MaskedPass(torch, plan, layers, heads, T, start, prefix, keep_qkv, windows, lm.model.device)
     cache = None
     if start > 0:
         cache = lm.new_cache()
@@ -425,4 +471,4 @@ def replay(lm, ids: list[int], plan, layers: int, heads: int, start: int = 0, pr
 
 
 __all__ = ["ClosedLoop", "LayerRecord", "MASKED", "MaskedPass", "ModelObserved", "OpenLoop", "TRACE", "causal_bias",
-           "outside_window", "register", "replay", "run_head", "window_drop"]
+           "outside_window", "plain_attention", "register", "replay", "run_head", "window_drop"]

@@ -164,16 +164,16 @@ class _Reference:
 
     def rows(self, layer: int, g: int):
         """The complete head-mean attention rows ``(T, T)`` of layer ``layer``, KV head ``g`` in the full cache
-        (:func:`realtrace.quality.exact.head_rows`; recomputed on each call: SmolLM2's 90 at T = 2,000 would take
-        2.9 GB)."""
+        (:func:`realtrace.quality.exact.head_rows`, computed on the model's device; recomputed on each call:
+        SmolLM2's 90 at T = 2,000 would take 2.9 GB), on the host, where the optima and charges read them."""
         from .exact import head_rows
 
         query, key, _ = self.qkv[layer]
-        return head_rows(self.torch, query, key, g, self.scaling, self.windows[layer])
+        return head_rows(self.torch, query, key, g, self.scaling, self.windows[layer]).cpu()
 
     def values(self, layer: int, g: int) -> np.ndarray:
         """The value vectors ``(T, head dim)`` of layer ``layer``, KV head ``g`` in the full cache, float64."""
-        return self.qkv[layer][2][0, g].to(self.torch.float64).numpy()
+        return self.qkv[layer][2][0, g].cpu().to(self.torch.float64).numpy()
 
     def trace(self, layer: int, g: int, top: int | None):
         """:meth:`rows` as a trace, complete (``top=None``) or cut to ``top`` entries per row."""
