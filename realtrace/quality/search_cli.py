@@ -100,8 +100,8 @@ def run(args: argparse.Namespace) -> int:
     directory = cache_dir(args.cache_dir, args.no_cache)
     store = Store(directory)
     say = (lambda msg: sys.stderr.write(msg + "\n"))
-    tok = load_tokenizer(install=True, say=say, converted=store.model_copy(install=True, say=say, model=source),
-                         model=source)
+    # the tokenizer without a progress line: a budget it refuses is then the one line on stderr
+    tok = load_tokenizer(install=True, converted=store.model_copy(install=True, say=say, model=source), model=source)
     prompts = tokenize_prompts(builtin + own, tok, sequence_start(source, tok))
     check_budgets(budgets, prompts)  # the last check: before the model loads
     lm = worker_model(args.threads, directory, source, args.device)
