@@ -299,3 +299,19 @@ def test_a_budget_beyond_the_prompt_is_one_line_before_the_model_runs(tiny, tmp_
                               prompts_file(tmp_path / "p.jsonl", ids), "--budget", T_TINY, "--no-cache",
                               timeout=300)
     assert is_one_line_error(code, err, f"--budget {T_TINY}"), err
+
+
+@pytest.mark.slow
+def test_the_search_starts_from_quality_s_optimum_on_smollm2():
+    """SmolLM2 (the wheel) on needle-400-d10 at K = 64, 4 passes: the start's answer KL is ``quality OPT``'s
+    ``kl_answer`` exactly (a separate command, no cache shared), and the best is not above it."""
+    common = ("--budget", 64, "--prompts", "needle-400-d10", "--no-cache", "--threads", 1, "--json")
+    code, out, err = run_module("paper_check", "quality-search", *common, "--passes", 4, timeout=1800)
+    assert code == 0, err
+    [row] = json.loads(out)["results"]
+    code, out, err = run_module("paper_check", "quality", "OPT", *common, "--workers", 1, timeout=1800)
+    assert code == 0, err
+    opt = next(r for r in json.loads(out)["runs"] if r["config"] == "OPT")
+    assert row["start_kl"] == opt["total"]["kl_answer"] and row["start_right"] == (opt["total"]["right"] == 1)
+    assert row["start_regret_sum"] == pytest.approx(opt["total"]["regret_sum"], rel=1e-9)
+    assert row["passes"] == 4 and row["best_kl"] <= row["start_kl"]
