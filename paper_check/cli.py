@@ -267,6 +267,7 @@ def _mounted_commands():
     from realtrace.capture_cli import COMMAND as capture
     from realtrace.press.cli import COMMAND as press
     from realtrace.quality.cli import COMMAND as quality
+    from realtrace.quality.search_cli import COMMAND as quality_search
     from verify.cli import COMMAND as fuzz
 
     return [("fuzz", fuzz, "search for traces on which a policy breaks its promised bound (user policies run "
@@ -275,6 +276,8 @@ def _mounted_commands():
             ("press", press, "a kvpress press against the exact NM optimum (needs the [real] and [kvpress] extras)"),
             ("quality", quality, "replay eviction schedules in the real model and measure output quality (needs "
                                  "the [real] extra; presses also [kvpress])"),
+            ("quality-search", quality_search, "from an optimum's schedule, exchanges kept only when the measured "
+                                               "answer KL falls: the best output found (needs the [real] extra)"),
             ("allocate", allocate, "one total budget over the KV heads of a trace set: uniform, the exact static "
                                    "optimum and the dynamic coupled optimum")]
 

@@ -29,7 +29,8 @@ EXEMPT = (
     (r"^python -m paper_check( --jobs \d+)?\s*$|--full|--write-ledger",
      "the whole main job (about a minute; --full about 17 min), or --write-ledger, which rewrites the committed "
      "ledger: its options are checked against its --help"),
-    (r" (quality (?!--list-prompts)|capture |press )|^python -m realtrace (report|study)|realtrace\.quality|"
+    (r" (quality (?!--list-prompts)|quality-search |capture |press )|^python -m realtrace (report|study)|"
+     r"realtrace\.quality|"
      r"bench\.quality_cache",
      "needs the [real] extra and the model, and minutes of CPU (or a capture made first): run by the tests of the "
      "feature, the model ones in CI"),

@@ -32,6 +32,7 @@ WRITERS = [
     ("python -m realtrace capture", ["realtrace", "capture", "--tokens", "8"], "--out", "directory"),
     ("python -m realtrace press", ["realtrace", "press", "--all"], "--out", "directory"),
     ("paper_check quality --out", ["paper_check", "quality", "--budget", "4", "--steps"], "--out", "directory"),
+    ("paper_check quality-search --out", ["paper_check", "quality-search", "--budget", "4"], "--out", "directory"),
     ("python -m realtrace.quality --cache-dir", ["realtrace.quality", "--budget", "4"], "--cache-dir", "directory"),
     ("python -m figures", ["figures"], "", "directory"),
 ]
