@@ -5,7 +5,8 @@ solvers on small random row sets.
   at most the exact optimum: the coupled flow on every exit (:func:`kvcore.optima.coupled.coupled_curve`), the best
   static split of the exact regret curves (:func:`kvcore.optima.allocation.dp_allocation`), the per-head ``nm_opt``;
 * the climbed bound is at least the bound at the prices it starts from, and at most the optimum; from a truncated
-  solve's prices it closes part of the gap the start leaves (an instance where it must);
+  solve's prices it closes part of the gap the start leaves (instances where it must) -- per head, coupled, and the
+  static split's bound built from per-head duals (:func:`static_bound`);
 * a dual with a sign error in the tokens' terms is caught by the same check;
 * ``quality OPT --opt-top`` reports the climbed bound: on random complete rows between the truncated solve's own
   bound and the exact optimum.
@@ -22,7 +23,8 @@ from kvcore.optima import lagrangian, nm_opt
 from kvcore.optima.allocation import RegretCurve, dp_allocation
 from kvcore.optima.capacity_curve import entries_of, optimum_curve
 from kvcore.optima.coupled import coupled_curve
-from kvcore.optima.lagrangian import dual_value, lagrangian_bound, maximise_dual
+from kvcore.optima.lagrangian import dual_value, lagrangian_bound, maximise_dual, static_bound
+from kvcore.optima.priced import priced_optimum
 from kvcore.optima.pricing import BestExits
 from tests.test_priced import as_trace, instance, random_rows, truncated_trace
 
@@ -112,6 +114,47 @@ def test_the_ascent_closes_most_of_a_gap_it_must_close():
     assert got.start < exact - 0.5  # a real gap to close
     assert exact - got.bound <= 0.5 * (exact - got.start)
     assert got.bound <= exact + SLACK
+
+
+def skewed_heads(seed: int, H: int = 3, T: int = 30) -> list[np.ndarray]:
+    """Heads whose rows are ever flatter (long tails of small entries the top-1 rows do not see)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for h in range(H):
+        a = np.tril(rng.random((T, T)) ** (4 + 4 * h) + 0.02 * (h + 1))
+        rows.append(a / a.sum(axis=1, keepdims=True))
+    return rows
+
+
+@given(st.integers(0, 2**32 - 1), st.integers(1, 2))
+def test_the_static_bound_lies_below_the_optimum(seed, top):
+    """:func:`static_bound` from a truncated static solve (its split, per-head regrets and prices) is at most the
+    best static split of the exact regret curves; the priced solve reports at least its unclimbed bound."""
+    rows, H, T, B = instance(seed)
+    B = min(B, H * T)
+    one = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1, dual_evaluations=1)
+    pot = np.array([[float(x) for x in line] for line in one.line_potentials])
+    exact = exact_optimum(rows, B, "static")
+    bound, n = static_bound(lambda h: rows[h], pot, B, one.slots, one.per_head, 10)
+    assert bound <= exact + SLACK and n >= H
+    got = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1)
+    assert one.certificate.lower_bound <= got.certificate.lower_bound <= exact + SLACK
+
+
+@pytest.mark.parametrize("kind", ["coupled", "static"])
+@pytest.mark.parametrize("seed", [0, 1])
+def test_a_truncated_priced_solve_reports_the_climbed_bound(kind, seed):
+    """Three heads of 30 steps, 4 slots each, solved once on the top-1 exits: the bound reported after the climb
+    is at most the exact optimum and closes at least half of the gap the solve's own prices leave."""
+    rows = skewed_heads(seed)
+    H, T, B = len(rows), rows[0].shape[0], 12
+    one = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1, dual_evaluations=1)
+    got = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1)
+    exact = exact_optimum(rows, B, kind)
+    start, climbed = one.certificate.lower_bound, got.certificate.lower_bound
+    assert start < exact - 1.0 and not got.certificate.certified and got.certificate.dual_evaluations > 1
+    assert climbed <= exact + SLACK
+    assert exact - climbed <= 0.5 * (exact - start)
 
 
 def test_a_dual_with_a_sign_error_is_caught(monkeypatch):
