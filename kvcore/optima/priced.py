@@ -294,7 +294,6 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         for block in added:
             exits.add(*block)
             n_added += block[1].size
-    certified, lower, climbed = not added and margin >= 0, max(bounds), 0
     certified = not added and margin >= 0
     cert = Certificate(rounds, n_initial, n_added, n_dropped, n_complete, omitted, margin, certified, max(bounds))
     res = layout.result(exits, totals, flow, pi, lsb, cert)

@@ -53,9 +53,8 @@ class BestExits:
 def _price_rows(a, blocked, line_pot, item_pot, per, gamma, cand_rc, cand_step, n_cand, term, term_step, total):
     """Row by row (the rows' memory order), each token's running prefix ``P`` in ``total``; per positive entry the
     Lagrangian path ``-P + pi(L_i) - pi(L_{t + 1})`` (least kept in ``term``, its step in ``term_step``) and, unless
-    ``blocked`` (in the
-    network, or skipped), ``rc`` and ``rc - tol``: the ``per`` most negative candidates per token kept sorted in
-    ``cand_rc`` / ``cand_step`` (``n_cand`` of them).  Returns ``(omitted, least rc - tol)``."""
+    ``blocked`` (in the network, or skipped), ``rc`` and ``rc - tol``: the ``per`` most negative candidates per token
+    kept sorted in ``cand_rc`` / ``cand_step`` (``n_cand`` of them).  Returns ``(omitted, least rc - tol)``."""
     T = a.shape[0]
     omitted = 0
     least = np.inf
