@@ -2,7 +2,9 @@
 
 * :func:`price_head`: every omitted exit's reduced cost from the flow's potentials, in doubles with a proven
   tolerance, the ones that price out, and the head's term of the Lagrangian bound
-  (:func:`kvcore.optima.lagrangian.lagrangian_bound`);
+  (:func:`kvcore.optima.lagrangian.lagrangian_bound`); :func:`best_exits` the same pass with every exit blocked:
+  only the bound's terms and each token's best exit (one evaluation of the Lagrangian dual,
+  :func:`kvcore.optima.lagrangian.maximise_dual`);
 * :func:`exact_prefix`: the exact prefix masses ``P(i, t)`` of the exits that enter, in int64 limbs
   (:mod:`kvcore.optima.limbs`) -- only their columns are read.
 
@@ -36,11 +38,23 @@ class _Priced:
     bound_slack: float
 
 
-def _price_rows(a, blocked, line_pot, item_pot, per, gamma, cand_rc, cand_step, n_cand, term, total):
+@dataclass(frozen=True)
+class BestExits:
+    """One head's Lagrangian terms against line potentials (:func:`best_exits`): ``term`` ``(T,)`` each token's
+    ``min(0, min_t (-P(i, t) + pi(L_i) - pi(L_{t + 1})))``, ``step`` the ``t`` attaining it (``-1``: none below 0,
+    the token is not kept), ``total`` the head's total mass, and ``slack`` the rounding allowance of ``term.sum()``."""
+
+    term: np.ndarray
+    step: np.ndarray
+    total: float
+    slack: float
+
+
+def _price_rows(a, blocked, line_pot, item_pot, per, gamma, cand_rc, cand_step, n_cand, term, term_step, total):
     """Row by row (the rows' memory order), each token's running prefix ``P`` in ``total``; per positive entry the
-    Lagrangian path ``-P + pi(L_i) - pi(L_{t + 1})`` (least kept in ``term``) and, unless ``blocked`` (in the
-    network, or skipped), ``rc`` and ``rc - tol``: the ``per`` most negative candidates per token kept sorted in
-    ``cand_rc`` / ``cand_step`` (``n_cand`` of them).  Returns ``(omitted, least rc - tol)``."""
+    Lagrangian path ``-P + pi(L_i) - pi(L_{t + 1})`` (least kept in ``term``, its step in ``term_step``) and, unless
+    ``blocked`` (in the network, or skipped), ``rc`` and ``rc - tol``: the ``per`` most negative candidates per token
+    kept sorted in ``cand_rc`` / ``cand_step`` (``n_cand`` of them).  Returns ``(omitted, least rc - tol)``."""
     T = a.shape[0]
     omitted = 0
     least = np.inf
@@ -55,6 +69,7 @@ def _price_rows(a, blocked, line_pot, item_pot, per, gamma, cand_rc, cand_step, 
             path = -P + line_pot[i] - lt
             if path < term[i]:
                 term[i] = path
+                term_step[i] = t
             if blocked[t, i]:
                 continue
             omitted += 1
@@ -98,15 +113,33 @@ def price_head(a: np.ndarray, exits: tuple[np.ndarray, np.ndarray], line_pot: np
         blocked |= skip(*np.indices((T, T)))
     per = min(per_item, T)
     cand_rc, cand_step = np.full((T, per), np.inf), np.zeros((T, per), np.int64)
-    n_cand, term, total = np.zeros(T, np.int64), np.zeros(T), np.zeros(T)
+    n_cand, term, term_step, total = np.zeros(T, np.int64), np.zeros(T), np.full(T, -1, np.int64), np.zeros(T)
     omitted, least = price_rows(np.ascontiguousarray(a), blocked, np.ascontiguousarray(line_pot, np.float64),
                                 np.ascontiguousarray(item_pot, np.float64), np.int64(per), (T + 4) * 2.0 ** -52,
-                                cand_rc, cand_step, n_cand, term, total)
-    slack = (T + 4) * 2.0 ** -52 * float((total + np.abs(line_pot[:T]) + np.abs(line_pot).max()).sum())
+                                cand_rc, cand_step, n_cand, term, term_step, total)
     tok = np.repeat(np.arange(T, dtype=np.int64), n_cand)
     step = cand_step[np.arange(per)[None, :] < n_cand[:, None]]
     order = np.lexsort((step, tok))
-    return _Priced(tok[order], step[order], int(omitted), float(least), float(term.sum()), slack)
+    return _Priced(tok[order], step[order], int(omitted), float(least), float(term.sum()),
+                   _term_slack(total, line_pot))
+
+
+def _term_slack(total: np.ndarray, line_pot: np.ndarray) -> float:
+    """The rounding allowance of a head's summed Lagrangian terms: each path is within ``(T + 4) 2^-52 (P + |pi(L_i)|
+    + |pi(L_{t + 1})|)`` of the exact one (the reduced costs' tolerance, :mod:`kvcore.optima.priced`)."""
+    T = total.size
+    return (T + 4) * 2.0 ** -52 * float((total + np.abs(line_pot[:T]) + np.abs(line_pot).max()).sum())
+
+
+def best_exits(a: np.ndarray, line_pot: np.ndarray) -> BestExits:
+    """Each token's best residency interval against the slot prices the line potentials ``line_pot`` ``(T + 1,)``
+    set (:class:`BestExits`): the pass of :func:`price_head` with every exit blocked, so no reduced cost is formed."""
+    T = a.shape[0]
+    term, step, total = np.zeros(T), np.full(T, -1, np.int64), np.zeros(T)
+    none = np.zeros((T, 1), np.int64)
+    price_rows(np.ascontiguousarray(a), np.ones((T, T), dtype=np.bool_), np.ascontiguousarray(line_pot, np.float64),
+               np.zeros(T), np.int64(1), 0.0, np.full((T, 1), np.inf), none, np.zeros(T, np.int64), term, step, total)
+    return BestExits(term, step, float(total.sum()), _term_slack(total, line_pot))
 
 
 def _column_prefix(a, cols, req_start, req_step, lsb, out):
@@ -161,4 +194,4 @@ def exact_prefix(a: np.ndarray, lsb: int, width: int, token: np.ndarray, step: n
     return Limbs(out)
 
 
-__all__ = ["column_prefix", "exact_prefix", "price_head", "price_rows"]
+__all__ = ["BestExits", "best_exits", "column_prefix", "exact_prefix", "price_head", "price_rows"]

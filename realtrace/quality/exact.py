@@ -20,7 +20,10 @@ solved schedule's resident set at every step, so on any rows its cost is at most
 the solved cost is the optimum, so the lazy schedule is an exact optimum too.  On ``top``-``m`` rows the solved cost
 is a lower bound of the optimum on complete rows (every schedule's truncated cost is at most its complete cost), and
 the lazy schedule's complete cost an upper bound: the two are reported (``opt_lower``, ``opt_cost``) and their
-difference bounds how far the schedule can be from optimal.
+difference bounds how far the schedule can be from optimal.  The lower one is raised to the best Lagrangian bound on
+the complete rows from the truncated solve's slot prices, climbed (:func:`kvcore.optima.lagrangian.maximise_dual`):
+within 13 % of the true gap on the short default prompts at ``top`` = 32, where the truncated optimum alone left
+up to 24 times it.
 """
 
 from __future__ import annotations
@@ -157,15 +160,16 @@ def lazy_optimum(rows, capacity: int, top: int | None = None, source: str = "qua
 def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality", columns: bool = True
                 ) -> list[tuple[np.ndarray, float, float]]:
     """:func:`lazy_optimum` at each of ``capacities`` on the same rows (with ``top``, ``lower`` is the larger of the
-    truncated rows' optimum and the Lagrangian bound its line potentials give on the complete rows,
-    :func:`kvcore.optima.lagrangian.lagrangian_bound`; both are lower bounds of the complete rows' optimum): the
+    truncated rows' optimum and the best Lagrangian bound on the complete rows found by climbing the dual from the
+    truncated solve's line potentials, :func:`kvcore.optima.lagrangian.maximise_dual` with the lazy schedule's cost
+    as its target; both are lower bounds of the complete rows' optimum): the
     trace, its exact integers and the flow network built once, each capacity solved on it with the line capacity
     replaced (:func:`kvcore.optima.capacity_curve.optimum_curve`, cold: the same network and solve as one
     :func:`kvcore.optima.nm_opt` per capacity, measured 0.35 s of the 1.3 s per capacity saved at T = 2,000).
     ``columns``: solved by column generation from each step's heaviest exits (the default) or on every exit from the
     start (``False``, the benchmark's baseline); the same exact optimum either way."""
     from kvcore.optima.capacity_curve import entries_of, item_drops, optimum_curve
-    from kvcore.optima.lagrangian import lagrangian_bound
+    from kvcore.optima.lagrangian import maximise_dual
 
     trace = rows_trace(rows, top, source)
     entries = entries_of([trace])
@@ -177,10 +181,12 @@ def lazy_optima(rows, capacities, top: int | None = None, source: str = "quality
         drop = np.arange(trace.T, dtype=np.int64)  # a token without stored mass leaves on arrival
         drop[tokens] = item_drops(entries, solved[capacity].lost)
         drop = lazy_drop(drop, capacity)
-        lower = fsum_array(entries.weight[solved[capacity].lost])
-        if top is not None:  # the truncated solve's slot prices bound the complete rows' optimum too
-            lower = max(lower, lagrangian_bound([np.asarray(rows)], solved[capacity].line_potentials, capacity))
-        out.append((drop, lower, float(charge(rows, drop).sum())))
+        lower, cost = fsum_array(entries.weight[solved[capacity].lost]), float(charge(rows, drop).sum())
+        if top is not None:  # the truncated solve's slot prices, climbed on the complete rows, bound their optimum
+            a = np.asarray(rows)
+            dual = maximise_dual(lambda h: a, 1, solved[capacity].line_potentials, capacity, "coupled", cost)
+            lower = max(lower, dual.bound)
+        out.append((drop, lower, cost))
     return out
 
 

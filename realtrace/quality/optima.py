@@ -44,7 +44,7 @@ def priced_optima(ref, k: int, opt_top: int | None, kind: str):
     """The ``kind`` optimum of :mod:`kvcore.optima.priced` over the ``L H`` traces of the prompt (layer-major) with
     ``B = k L H`` slots: on complete rows, priced until certified; with ``opt_top``, one solve on the ``opt_top``
     heaviest entries per row (a restriction of the complete network: every cost on complete rows) and its
-    Lagrangian lower bound."""
+    Lagrangian lower bound, climbed from the solve's prices (:func:`kvcore.optima.priced.priced_optimum`)."""
     from kvcore.optima.priced import priced_optimum
 
     from .exact import complete_rows
