@@ -167,6 +167,15 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
               "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.2, figures=("value_directions",)),
+    # the complete rows of the committed trace set's 12 heads (realtrace/data/PROVENANCE.md): its recipe with
+    # --top 617 (= T, every entry), one trace file per head and the manifest
+    QualityInput("smollm2_recall_complete", ("regret-curve-convex", "equal-marginal-regret", "static-vs-coupled"), (
+        Step(("{python}", "-m", "realtrace", "capture", "--prompt", "builtin:recall", "--continuation",
+              "builtin:recall-answer", "--layers", "0,9,19,29", "--heads", "kv", "--top", "617", "--threads", "2",
+              "--out", "{scratch}"),
+             collect=tuple((f, f) for f in ["manifest.json"] + [f"L{layer:02d}_kv{g}.npz" for layer in (0, 9, 19, 29)
+                                                                for g in range(3)])),), minutes=0.4,
+        figures=("alloc",)),
 )
 
 
