@@ -59,6 +59,7 @@ NO_INPUT = {
     "tracking-benchmark": "theorems/test_tracking_benchmark.py",
     "fig14-measured": "theorems/test_figure14_measured.py",
     "opt-blind-spot": "theorems/test_blind_spot.py",
+    "surrogate-exactness": "theorems/test_surrogate_paradox.py",
 }
 
 

@@ -189,7 +189,7 @@ def test_seed002_plots_the_block_study_with_its_references():
 
 def test_alloc_plots_each_allocation_from_the_study():
     sizes = {"per_head_ks": (1, 2), "dp_per_head": 1}
-    study = cached(allocation_study, **sizes, curve_steps=4)
+    study = cached(allocation_study, **sizes, curve_steps=4, rows="complete")
     plotted = render("alloc", alloc_overlay({"alloc": sizes, "curve": {"curve_steps": 4}})).plotted
     for name in ("uniform", "static", "dynamic"):
         assert plotted[name]["x"] == [12.0, 24.0]

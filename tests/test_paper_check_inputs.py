@@ -42,13 +42,14 @@ def fallback_lines(err: str) -> list[str]:
 # ---- the declaration --------------------------------------------------------------------------------------------
 
 def test_every_committed_model_result_set_is_declared_with_its_claims():
-    """Each ``realtrace/data/quality_*`` directory, ``value_directions`` and ``long_range_two_hop`` is declared (a
+    """Each ``realtrace/data/quality_*`` directory, ``value_directions``, ``long_range_two_hop``,
+    ``smollm2_recall_complete`` and ``surrogate_paradox`` is declared (a
     claim that adds a set registers its recompute), every declared directory exists, names registered claims only,
     and -- since regret-surrogate reads every ``quality_*`` set -- names regret-surrogate there; each states what its
     recompute costs (the order --full remakes them in)."""
     declared = {s.name for s in QUALITY_INPUTS}
     committed = {p.name for p in DATA_DIR.glob("quality_*") if p.is_dir()}
-    committed |= {"value_directions", "long_range_two_hop"}
+    committed |= {"value_directions", "long_range_two_hop", "smollm2_recall_complete", "surrogate_paradox"}
     assert committed == declared
     for s in QUALITY_INPUTS:
         assert (ROOT / s.directory).is_dir() and s.claims and set(s.claims) <= set(CLAIMS), s.name

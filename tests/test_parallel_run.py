@@ -183,10 +183,10 @@ def test_the_budget_claims_share_their_solved_curve_points_between_processes(mon
     from theorems.results.allocation import allocation_study, flow_curves
 
     quick = {name: pair[0] for name, pair in {**SIZES, **CURVE_SIZES}.items()}
-    made = pickle.loads(pickle.dumps(flow_curves(quick["curve_steps"])))
+    made = pickle.loads(pickle.dumps(flow_curves(quick["curve_steps"], "complete")))
     solved = [sorted(c._values) for c in made]
-    monkeypatch.setattr(tables, "_TABLES", {(flow_curves, (("upto", quick["curve_steps"]),)): made})
-    allocation_study(tuple(quick["per_head_ks"]), quick["dp_per_head"], quick["curve_steps"])
+    monkeypatch.setattr(tables, "_TABLES", {(flow_curves, (("rows", "complete"), ("upto", quick["curve_steps"]))): made})
+    allocation_study(tuple(quick["per_head_ks"]), quick["dp_per_head"], quick["curve_steps"], "complete")
     assert [sorted(c._values) for c in made] == solved
     assert all(s == list(range(quick["curve_steps"] + 1)) for s in solved)
 

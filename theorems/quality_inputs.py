@@ -130,13 +130,13 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
                  ("H2O_TOVA_K128.json", ["H2O", "TOVA"], [128]),
                  ("Default_H2O_TOVA_K256.json", [["Default", {"recent": 64, "n_sinks": 4}], "H2O", "TOVA"], [256])),),
         minutes=1.6, figures=("gda_shift", "surrogate")),
-    QualityInput("quality_coupled", (SURROGATE,), (
+    QualityInput("quality_coupled", (SURROGATE, "surrogate-exactness"), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--workers", "1", "--threads", "1",
                  out="OPT_coupled.json"),
         _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
                  "--workers", "1", "--threads", "1", out="OPT_static.json")),
         keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=9.0, figures=("surrogate",)),
-    QualityInput("quality_value", (SURROGATE,), (
+    QualityInput("quality_value", (SURROGATE, "surrogate-exactness"), (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
         _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
@@ -174,6 +174,28 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
               "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.2, figures=("value_directions",)),
+    # the complete rows of the committed trace set's 12 heads (realtrace/data/PROVENANCE.md): its recipe with
+    # --top 617 (= T, every entry), one trace file per head and the manifest
+    QualityInput("smollm2_recall_complete", ("regret-curve-convex", "equal-marginal-regret", "static-vs-coupled"), (
+        Step(("{python}", "-m", "realtrace", "capture", "--prompt", "builtin:recall", "--continuation",
+              "builtin:recall-answer", "--layers", "0,9,19,29", "--heads", "kv", "--top", "617", "--threads", "2",
+              "--out", "{scratch}"),
+             collect=tuple((f, f) for f in ["manifest.json"] + [f"L{layer:02d}_kv{g}.npz" for layer in (0, 9, 19, 29)
+                                                                for g in range(3)])),), minutes=0.4,
+        figures=("alloc",)),
+    # realtrace/data/PROVENANCE.md: pairs of optima at equal memory, exact against truncated (claim
+    # surrogate-exactness; the exact coupled and static optima are quality_coupled's, the value optimum quality_value's).  Not named quality_*:
+    # regret-surrogate reads every quality_* set, and these optima repeat quality_coupled's at K = 64, 128
+    QualityInput("surrogate_paradox", ("surrogate-exactness",), tuple(
+        _quality("OPT", "--budgets", "32,64,128,256", "--prompts", p, "--workers", "1", "--threads", "1",
+                 out=f"OPT_exact_{p}.json") for p in SHORT5.split(",")) + (
+        _quality("OPT", "--budgets", "32,64,128,256", "--prompts", SHORT5, "--opt-top", "32", "--workers", "1",
+                 "--threads", "1", out="OPT_top32.json"),
+        _quality("OPT:coupled", "--budgets", "32,64,128,256", "--prompts", SHORT5, "--opt-top", "32", "--no-opt",
+                 "--workers", "1", "--threads", "1", out="OPT_coupled_top32.json"),
+        _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
+                 "--opt-top", "32", "--no-opt", "--workers", "1", "--threads", "1", out="OPT_static_top32.json")),
+        minutes=12.0),
 )
 
 

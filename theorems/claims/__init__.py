@@ -13,6 +13,7 @@ from .registry import (CLAIMS, SPEC_IDS, VERDICTS, Claim, ClaimResult, Computed,
 from . import attention, blocks, classic, formulas, gda, persistence, practice, randomized, recommendations  # noqa: E402,F401  (they register)
 from . import allocation, directions, surrogate, workingset  # noqa: E402,F401  (after the catalogue: their claims are beyond SPEC section 6)
 from . import benchmark, blind_spot, figure14, heads  # noqa: E402,F401  (issue 29: claims 6-8, the quality sweep; claim 2 per head)
+from . import paradox  # noqa: E402,F401  (issue 52: the surrogate's exactness against the output)
 
 CLAIMS = in_report_order(CLAIMS)
 

@@ -299,14 +299,15 @@ def _short_policy(label: str) -> str:
 
 
 def alloc_overlay(sizes: dict) -> dict:
-    """The claim's rows of :func:`allocation_study`: uniform, static-optimal and dynamic-coupled regret per budget."""
+    """The claim's rows of :func:`allocation_study` on complete rows (its own reading): uniform, static-optimal and
+    dynamic-coupled regret per budget."""
     z = sizes["alloc"]
     s = cached(allocation_study, per_head_ks=tuple(z["per_head_ks"]), dp_per_head=z["dp_per_head"],
-               curve_steps=sizes["curve"]["curve_steps"])
+               curve_steps=sizes["curve"]["curve_steps"], rows="complete")
     return {"budgets": [r["B"] for r in s["rows"]], "uniform": [r["uniform"] for r in s["rows"]],
             "static": [r["static"] for r in s["rows"]], "dynamic": [r["dynamic"] for r in s["rows"]],
             "heads": s["heads"], "trace": f"{s['traces']}: {s['heads']} KV heads, T = {s['T']}, "
-                                          f"exact certified flows, stored entries only"}
+                                          f"exact certified flows, complete rows"}
 
 
 # Quality floors against working sets (claims quality-floor-working-set, adaptive-budget-quality, long-range-floor):
