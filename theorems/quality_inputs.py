@@ -12,12 +12,25 @@ importing every claim.)
 
 Placeholders in a step's arguments: ``{python}`` the running interpreter, ``{dir}`` the directory being rebuilt,
 ``{scratch}`` an empty directory of the step's own (for commands that write a directory rather than stdout).
+
+Several models (issue 49): a set declares the models it exists for (:attr:`QualityInput.models`); the default model's
+set is ``realtrace/data/<name>``, another model's ``realtrace/data/<model>/<name>``
+(:meth:`QualityInput.directory_for`), remade by the same steps run on that model (:meth:`QualityInput.steps_for`:
+``--model M`` appended to every ``quality`` command and to every script, ``"model"`` in a studies spec, and the
+presses kvpress cannot apply to the model dropped, :data:`REFUSED_PRESSES`).  The default model's steps are the
+declared ones, unchanged.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+
+DEFAULT_MODEL = "smollm2-135m"  # the model of realtrace/data/<name> (realtrace.model's default --model)
+# presses kvpress cannot apply to a model (realtrace.press.registry.check_press_applies refuses them before any
+# forward): dropped from that model's steps.  Gemma 3 keeps one rotary embedding per attention type, and
+# ExpectedAttention reads the one (issue 49).
+REFUSED_PRESSES = {"gemma3-270m": ("ExpectedAttention",)}
 
 
 @dataclass(frozen=True)
@@ -29,6 +42,31 @@ class Step:
     argv: tuple[str, ...]
     stdout: str | None = None
     collect: tuple[tuple[str, str], ...] = ()
+
+    def for_model(self, model: str, data_dir: str) -> "Step":
+        """This step run on ``model`` (a registered ``--model`` name) instead of the default: a ``quality`` command
+        or a script gets ``--model model`` appended (each script reads it with :func:`script_model`), a studies
+        spec the setting ``"model"``; the presses in :data:`REFUSED_PRESSES` for it are dropped (from ``--presses``
+        and from a spec's configs); an argument naming a committed file ``realtrace/data/<set>/...`` names that
+        set's file of the model instead, ``data_dir`` (``realtrace/data/<model>``).  The default model: unchanged."""
+        if model == DEFAULT_MODEL:
+            return self
+        refused = REFUSED_PRESSES.get(model, ())
+        argv = list(self.argv)
+        if argv[1] == "-c" and argv[2] == STUDIES_SCRIPT:
+            spec = json.loads(argv[3])
+            spec["settings"]["model"] = model
+            for study in spec["studies"]:
+                study["configs"] = [c for c in study["configs"] if not (
+                    isinstance(c, str) and c.startswith("press:") and c.split(":", 1)[1] in refused)]
+            argv[3] = json.dumps(spec)
+            return replace(self, argv=tuple(argv))
+        for i in range(1, len(argv)):
+            if argv[i - 1] == "--presses":
+                argv[i] = ",".join(p for p in argv[i].split(",") if p.split("=", 1)[0] not in refused)
+            if argv[i].startswith("realtrace/data/") or "=realtrace/data/" in argv[i]:
+                argv[i] = argv[i].replace("realtrace/data/", f"{data_dir}/", 1)
+        return replace(self, argv=(*argv, "--model", model))
 
 
 @dataclass(frozen=True)
@@ -45,10 +83,31 @@ class QualityInput:
     keep: tuple[str, ...] = ()
     minutes: float = 0.0  # one core's minutes for its recompute in --full's order (docs/performance.md); costliest 1st
     figures: tuple[str, ...] = ()
+    models: tuple[str, ...] = (DEFAULT_MODEL,)  # the models the set exists for (issue 49), the default first
 
     @property
     def directory(self) -> str:
-        return f"realtrace/data/{self.name}"
+        return self.directory_for(DEFAULT_MODEL)
+
+    def directory_for(self, model: str) -> str:
+        """The committed set of ``model``: ``realtrace/data/<name>`` for the default model,
+        ``realtrace/data/<model>/<name>`` for another."""
+        return f"realtrace/data/{self.name}" if model == DEFAULT_MODEL else f"realtrace/data/{model}/{self.name}"
+
+    def keep_for(self, model: str) -> tuple[str, ...]:
+        """The committed files ``model``'s recompute carries over from :meth:`directory_for`: all of :attr:`keep`
+        for the default model; for another only those a step reads (an input, such as LU-KV's curve) -- the
+        others (timings, saved cases, the sweep's script, the set's own PROVENANCE) record the default model's run."""
+        if model == DEFAULT_MODEL:
+            return self.keep
+        return tuple(f for f in self.keep if any(f in a for st in self.steps for a in st.argv))
+
+    def steps_for(self, model: str) -> tuple[Step, ...]:
+        """The steps that remake ``model``'s set (:meth:`Step.for_model`); a model the set does not declare is a
+        KeyError."""
+        if model not in self.models:
+            raise KeyError(f"{self.name} is not declared for {model} (declared: {', '.join(self.models)})")
+        return tuple(st.for_model(model, f"realtrace/data/{model}") for st in self.steps)
 
 
 def _quality(*args: str, out: str) -> Step:
@@ -71,14 +130,17 @@ def _studies(settings: dict, *studies: tuple[str, list, list[int]]) -> Step:
 
 # realtrace/data/quality_workingset/PROVENANCE.md: the working sets, from the references the sweep cached
 WORKINGSET_SCRIPT = """import json, sys
+from theorems.quality_inputs import script_model
 from theorems.results.workingset import measure
-print(json.dumps(measure(say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
+print(json.dumps(measure(say=lambda m: sys.stderr.write(m + "\\n"), model=script_model(sys.argv)), indent=1))
 """
 WORKINGSET_PROMPTS = "needle-400-d10,needle-400-d90,needle-600-d10,needle-600-d90,kv-24-12,kv-40-20,shift-12-d50"
 # realtrace/data/long_range_two_hop/PROVENANCE.md: the same two steps on the two-hop prompts
 TWO_HOP_SCRIPT = """import json, sys
+from theorems.quality_inputs import script_model
 from theorems.results.workingset import HOP_PROMPTS, measure
-print(json.dumps(measure(HOP_PROMPTS, say=lambda m: sys.stderr.write(m + "\\n")), indent=1))
+print(json.dumps(measure(HOP_PROMPTS, say=lambda m: sys.stderr.write(m + "\\n"), model=script_model(sys.argv)),
+                 indent=1))
 """
 TWO_HOP_PROMPTS = ("alias-400-d10,alias-400-d90,alias-600-d10,alias-600-d90,chain-400-d10,chain-400-d90,"
                    "chain-600-d10,chain-600-d90")
@@ -108,7 +170,8 @@ SHORT5 = "needle-400-d10,needle-400-d50,kv-24-12,needle-600-d90,kv-40-1"
 SHIFT = "shift-16-d0,shift-16-d50,shift-24-d50"
 SURROGATE = "regret-surrogate"   # reads every realtrace/data/quality_* set (theorems.results.surrogate)
 # realtrace/data/quality_heads/PROVENANCE.md: the sweep with --steps, then the per-head stream means derived from it
-HEADS_SCRIPT = "import sys; from realtrace.quality.heads import remake; remake(sys.argv[1])"
+# (the arguments after the directory, ``--model M`` for another model, are added to the sweep)
+HEADS_SCRIPT = "import sys; from realtrace.quality.heads import remake; remake(*sys.argv[1:])"
 
 QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("quality_section10", ("default-policy", "gda-validation", SURROGATE), (
@@ -165,9 +228,15 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.3,
         figures=("heads", "surrogate")),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
-        Step(("{python}", "-c", "import sys; from realtrace.quality.directions import record; "
-              "record(sys.argv[1], 'kv-24-12', 128, 1)", "{dir}")),), minutes=0.2, figures=("value_directions",)),
+        Step(("{python}", "-c", "import sys; from theorems.quality_inputs import script_model; "
+              "from realtrace.quality.directions import record; "
+              "record(sys.argv[1], 'kv-24-12', 128, 1, script_model(sys.argv))", "{dir}")),), minutes=0.2, figures=("value_directions",)),
 )
+
+
+def script_model(argv: list[str]) -> str | None:
+    """The ``--model`` value a step's script was given (:meth:`Step.for_model` appends it), None for the default."""
+    return argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
 
 
 def input_set(name: str) -> QualityInput:
@@ -175,4 +244,4 @@ def input_set(name: str) -> QualityInput:
     return {s.name: s for s in QUALITY_INPUTS}[name]
 
 
-__all__ = ["QUALITY_INPUTS", "QualityInput", "Step", "input_set"]
+__all__ = ["DEFAULT_MODEL", "QUALITY_INPUTS", "REFUSED_PRESSES", "QualityInput", "Step", "input_set", "script_model"]
