@@ -30,9 +30,16 @@ COMMITTED = DATA_DIR / "smollm2_recall"
 COMMITTED_NAME = "realtrace/data/smollm2_recall"
 
 
-# input sets recomputed elsewhere for this process (``paper_check --full``): name -> the directory standing in for
-# ``DATA_DIR / name``; empty, every reader reads the committed set
-_INPUT_OVERRIDES: dict[str, Path] = {}
+# the model whose committed results ``realtrace/data/<set>`` holds; another model's are under ``realtrace/data/<model>``
+# (the registered name of realtrace.model.DEFAULT_MODEL, kept here so that reading a set needs no model code)
+DATA_MODEL = "smollm2-135m"
+
+# the model whose input sets input_dir reads (reading_model); the default model's unless a claim is read on another
+_READING: list[str] = [DATA_MODEL]
+
+# input sets recomputed elsewhere for this process (``paper_check --full``): (model, name) -> the directory standing
+# in for ``model_data_dir(model) / name``; empty, every reader reads the committed set
+_INPUT_OVERRIDES: dict[tuple[str, str], Path] = {}
 
 
 # input sets being recomputed while this process does other work: reading one is an error until it is done
@@ -44,14 +51,44 @@ class InputPending(RuntimeError):
     not declared in :data:`theorems.quality_inputs.QUALITY_INPUTS`, so ``paper_check`` ran it too early."""
 
 
+def model_data_dir(model: str | None = None) -> Path:
+    """Where the committed input sets of ``model`` (default: the one being read, :func:`reading_model`) are:
+    ``realtrace/data`` for :data:`DATA_MODEL`, whose sets came first, ``realtrace/data/<model>`` for any other."""
+    model = current_model() if model is None else model
+    return DATA_DIR if model == DATA_MODEL else DATA_DIR / model
+
+
+def set_name(name: str) -> str:
+    """How a report names the input set ``name`` of the model being read: its place in the repository."""
+    return f"realtrace/data/{name}" if current_model() == DATA_MODEL else f"realtrace/data/{current_model()}/{name}"
+
+
+def current_model() -> str:
+    """The registered name of the model whose input sets :func:`input_dir` reads now."""
+    return _READING[-1]
+
+
+@contextmanager
+def reading_model(model: str):
+    """Within the block, :func:`input_dir` reads ``model``'s input sets (:func:`model_data_dir`): a claim decided on
+    the model's output is computed once per model this way (VERDICTS.md, "Several models")."""
+    _READING.append(model)
+    try:
+        yield
+    finally:
+        _READING.pop()
+
+
 def input_dir(name: str) -> Path:
-    """The directory a reader of the committed input set ``realtrace/data/<name>`` reads: the committed one, or the
-    recomputed copy :func:`inputs_from` stands in for it (same directory name, so what a report names is unchanged).
-    :class:`InputPending` while the set is being recomputed (:func:`inputs_pending`)."""
+    """The directory a reader of the committed input set ``name`` of the model being read (:func:`reading_model`)
+    reads: the committed one (:func:`model_data_dir`), or the recomputed copy :func:`inputs_from` stands in for it
+    (same directory name, so what a report names is unchanged).  :class:`InputPending` while the set is being
+    recomputed (:func:`inputs_pending`)."""
     if name in _INPUTS_PENDING:
         raise InputPending(f"realtrace/data/{name} is read while it is being recomputed (its reader is not declared "
                            "in theorems/quality_inputs.py)")
-    return _INPUT_OVERRIDES.get(name, DATA_DIR / name)
+    model = current_model()
+    return _INPUT_OVERRIDES.get((model, name), model_data_dir(model) / name)
 
 
 @contextmanager
@@ -71,10 +108,11 @@ def inputs_pending(names, *, only: bool = False):
 
 
 @contextmanager
-def inputs_from(directories: dict[str, Path]):
-    """Within the block, :func:`input_dir` of each name of ``directories`` is that directory."""
+def inputs_from(directories: dict[str, Path], model: str = DATA_MODEL):
+    """Within the block, :func:`input_dir` of each name of ``directories`` is that directory while ``model`` is
+    read."""
     saved = dict(_INPUT_OVERRIDES)
-    _INPUT_OVERRIDES.update({n: Path(d) for n, d in directories.items()})
+    _INPUT_OVERRIDES.update({(model, n): Path(d) for n, d in directories.items()})
     try:
         yield
     finally:
@@ -120,5 +158,6 @@ def load_default_traces(capture_dir: str | Path | None = None, shown: str | None
     return ts, f"FALLBACK: committed trace set {COMMITTED_NAME} ({reason})"
 
 
-__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "InputPending", "TraceSet", "input_dir",
-           "inputs_from", "inputs_pending", "load_default_traces", "load_traceset", "real_extra_available", "save_traceset"]
+__all__ = ["COMMITTED", "COMMITTED_NAME", "COMMITTED_RECIPE", "DATA_DIR", "DATA_MODEL", "InputPending", "TraceSet",
+           "current_model", "input_dir", "inputs_from", "inputs_pending", "load_default_traces", "load_traceset",
+           "model_data_dir", "reading_model", "real_extra_available", "save_traceset", "set_name"]

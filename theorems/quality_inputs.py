@@ -26,12 +26,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, replace
 
-DEFAULT_MODEL = "smollm2-135m"  # the model of realtrace/data/<name> (realtrace.model's default --model)
+from realtrace import DATA_MODEL
+
 # presses kvpress cannot apply to a model (realtrace.press.registry.check_press_applies refuses them before any
 # forward): dropped from that model's steps.  Gemma 3 keeps one rotary embedding per attention type, and
 # ExpectedAttention reads the one (issue 49).
 REFUSED_PRESSES = {"gemma3-270m": ("ExpectedAttention",)}
-
 
 @dataclass(frozen=True)
 class Step:
@@ -49,7 +49,7 @@ class Step:
         spec the setting ``"model"``; the presses in :data:`REFUSED_PRESSES` for it are dropped (from ``--presses``
         and from a spec's configs); an argument naming a committed file ``realtrace/data/<set>/...`` names that
         set's file of the model instead, ``data_dir`` (``realtrace/data/<model>``).  The default model: unchanged."""
-        if model == DEFAULT_MODEL:
+        if model == DATA_MODEL:
             return self
         refused = REFUSED_PRESSES.get(model, ())
         argv = list(self.argv)
@@ -83,22 +83,22 @@ class QualityInput:
     keep: tuple[str, ...] = ()
     minutes: float = 0.0  # one core's minutes for its recompute in --full's order (docs/performance.md); costliest 1st
     figures: tuple[str, ...] = ()
-    models: tuple[str, ...] = (DEFAULT_MODEL,)  # the models the set exists for (issue 49), the default first
+    models: tuple[str, ...] = (DATA_MODEL,)  # the models whose results are committed (realtrace.model_data_dir)
 
     @property
     def directory(self) -> str:
-        return self.directory_for(DEFAULT_MODEL)
+        return f"realtrace/data/{self.name}"
 
     def directory_for(self, model: str) -> str:
-        """The committed set of ``model``: ``realtrace/data/<name>`` for the default model,
-        ``realtrace/data/<model>/<name>`` for another."""
-        return f"realtrace/data/{self.name}" if model == DEFAULT_MODEL else f"realtrace/data/{model}/{self.name}"
+        """Where ``model``'s results of this set are committed (:func:`realtrace.model_data_dir`)."""
+        return self.directory if model == DATA_MODEL else f"realtrace/data/{model}/{self.name}"
+
 
     def keep_for(self, model: str) -> tuple[str, ...]:
         """The committed files ``model``'s recompute carries over from :meth:`directory_for`: all of :attr:`keep`
         for the default model; for another only those a step reads (an input, such as LU-KV's curve) -- the
         others (timings, saved cases, the sweep's script, the set's own PROVENANCE) record the default model's run."""
-        if model == DEFAULT_MODEL:
+        if model == DATA_MODEL:
             return self.keep
         return tuple(f for f in self.keep if any(f in a for st in self.steps for a in st.argv))
 
@@ -239,9 +239,21 @@ def script_model(argv: list[str]) -> str | None:
     return argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
 
 
+def claim_models(claim_id: str) -> tuple[str, ...]:
+    """The models a claim is decided on (VERDICTS.md, "Several models"): those with every set it reads committed --
+    for the regret-surrogate claim, which reads whatever quality sets a model has, those with any -- the default
+    model first; ``()`` for a claim that reads no model's output."""
+    sets = [s for s in QUALITY_INPUTS if claim_id in s.claims]
+    if not sets:
+        return ()
+    found = [set(s.models) for s in sets]
+    have = set.union(*found) if claim_id == SURROGATE else set.intersection(*found)
+    return tuple(sorted(have, key=lambda m: (m != DATA_MODEL, m)))
+
+
 def input_set(name: str) -> QualityInput:
     """The declared set ``name``; KeyError when there is none."""
     return {s.name: s for s in QUALITY_INPUTS}[name]
 
 
-__all__ = ["DEFAULT_MODEL", "QUALITY_INPUTS", "REFUSED_PRESSES", "QualityInput", "Step", "input_set", "script_model"]
+__all__ = ["QUALITY_INPUTS", "REFUSED_PRESSES", "QualityInput", "Step", "claim_models", "input_set", "script_model"]

@@ -8,6 +8,7 @@ from __future__ import annotations
 import shutil
 
 from kvcore.atomic import replacing
+from realtrace import set_name
 from theorems.results import benchmark as B
 from theorems.tables import cached
 
@@ -62,7 +63,7 @@ def saved_case(cs: list[dict]) -> dict | None:
     _, c, r = best
     files = {name: B.case_file(c["prompt"], c["budget"], name) for name in (B.OPT, r)}
     return {"prompt": c["prompt"], "budget": c["budget"], "rule": r,
-            "files": {n: f"realtrace/data/{B.BLIND_DIR.name}/{p.name}" for n, p in files.items() if p.is_file()}}
+            "files": {n: f"{set_name(B.BLIND_DIR.name)}/{p.name}" for n, p in files.items() if p.is_file()}}
 
 
 def blind_spot_table() -> dict:
@@ -81,7 +82,7 @@ def blind_spot_table() -> dict:
        "first-order surrogate of the output, not the exact loss.")
 def opt_blind_spot(ctx: Context) -> Computed:
     t = cached(blind_spot_table)
-    evidence = {"test": TEST, "data": f"realtrace/data/{B.BENCH_DIR.name}, realtrace/data/{B.BLIND_DIR.name}",
+    evidence = {"test": TEST, "data": f"{set_name(B.BENCH_DIR.name)}, {set_name(B.BLIND_DIR.name)}",
                 "figure": ctx.figure_files("bench")}
     if t["saved"]:
         for name, rel in t["saved"]["files"].items():

@@ -5,6 +5,7 @@ of a quality sweep in the model.  Table and every declared threshold: :mod:`theo
 
 from __future__ import annotations
 
+from realtrace import set_name
 from theorems.results import heads as H
 from theorems.tables import cached
 
@@ -30,7 +31,7 @@ def displaced_mass_output_error(ctx: Context) -> Computed:
                         dict(evidence, missing=MISSING))
     values = {k: v for k, v in t.items() if k != "per_head"}
     return Computed(values, {"relation": "error proportional to displaced mass per head (paper §3)"},
-                    dict(evidence, data=f"realtrace/data/{H.HEADS_SET}/{H.MEANS_FILE}"))
+                    dict(evidence, data=f"{set_name(H.HEADS_SET)}/{H.MEANS_FILE}"))
 
 
 def _tier(share: float, th: dict) -> str:

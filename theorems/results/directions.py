@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from realtrace import DATA_DIR, input_dir
+from realtrace import DATA_DIR, input_dir, set_name
 
 DIRECTIONS_DIR = DATA_DIR / "value_directions"   # committed; readers read realtrace.input_dir of its name
 HEAD_FILES = {"outlier": "outlier.npz", "aligned": "aligned.npz"}
@@ -52,9 +52,9 @@ def committed_directions(directory: Path | None = None) -> dict | None:
         replayed = head_directions(rows, values, meta["budget"])
         inst = replayed[KIND_KEY[kind]]
         instances[kind] = None if inst is None else {
-            "file": f"realtrace/data/{Path(directory).name}/{name}", "layer": meta["layer"], "kv": meta["kv"],
+            "file": f"{set_name(Path(directory).name)}/{name}", "layer": meta["layer"], "kv": meta["kv"],
             "count_in_head": replayed["outliers" if kind == "outlier" else "aligned"], **inst}
-    return {"source": f"realtrace/data/{Path(directory).name}", "prompt": doc["prompt"], "tokens": doc["tokens"],
+    return {"source": set_name(Path(directory).name), "prompt": doc["prompt"], "tokens": doc["tokens"],
             "budget": doc["budget"], "model": doc["model"], "thresholds": doc["thresholds"], "heads": len(heads),
             "exact": exact, "groups": group_summary(heads), "instances": instances}
 

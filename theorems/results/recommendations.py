@@ -14,7 +14,7 @@ from adversary import (adaptive_k_plus_one_nm, adversarial_and_benign, decoy_and
                        topic_shift)
 from kvcore.measure import measure
 from kvcore.optima import nm_opt
-from realtrace import DATA_DIR, input_dir, load_default_traces
+from realtrace import DATA_DIR, input_dir, load_default_traces, set_name
 from realtrace.experiments import SECTION11_POLICIES, section11, section11_windows
 
 from ..tables import Row, Table
@@ -132,7 +132,7 @@ def _replay_set(directory: Path, pols: tuple[str, ...], read: tuple[str, ...], w
     docs = {f.name: json.loads(f.read_text()) for f in files}
     budgets = sorted({int(f.stem.rsplit("_K", 1)[1]) for f in files})
     first = next(iter(docs.values()))
-    out = {"source": f"realtrace/data/{Path(directory).name}", "files": sorted(docs), "model": first["model"]["exact"],
+    out = {"source": set_name(Path(directory).name), "files": sorted(docs), "model": first["model"]["exact"],
            "mode": first["settings"]["mode"], "budgets": budgets, "configs": {}, "cases": {}}
     if with_opt:
         out["opt_gap"] = {}

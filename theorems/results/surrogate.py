@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from realtrace import DATA_DIR, input_dir
+from realtrace import input_dir, model_data_dir, set_name
 
 PAIRS = {"stream": ("regret_stream", "kl_stream"), "answer": ("regret_answer", "dnll_answer")}
 QUALITY_GLOB = "quality_*"
@@ -32,14 +32,15 @@ def quality_points(root: Path | None = None) -> tuple[list[dict], list[str]]:
     """Every (run, prompt) point of the committed quality replays under ``root`` (module docstring): ``(points,
     sources)``; each point carries ``dir``, ``config``, ``budget``, ``prompt`` and the measurements of
     :data:`PAIRS`.  Without ``root``: each committed ``realtrace/data/quality_*`` set, read where
-    :func:`realtrace.input_dir` says (a recomputed copy stands in under the same name)."""
+    :func:`realtrace.input_dir` says (a recomputed copy stands in under the same name), of the model being read
+    (:func:`realtrace.reading_model`)."""
     points, sources, seen_opt = [], [], set()
     dirs = (sorted(p for p in Path(root).glob(QUALITY_GLOB) if p.is_dir()) if root is not None else
-            [input_dir(p.name) for p in sorted(DATA_DIR.glob(QUALITY_GLOB)) if p.is_dir()])
+            [input_dir(p.name) for p in sorted(model_data_dir().glob(QUALITY_GLOB)) if p.is_dir()])
     for d in dirs:
         files = [f for f in sorted(d.glob("*.json")) if "runs" in json.loads(f.read_text())]
         if files:
-            sources.append(f"realtrace/data/{d.name} ({len(files)} files)")
+            sources.append(f"{set_name(d.name)} ({len(files)} files)")
         for f in files:
             doc = json.loads(f.read_text())
             for run in doc["runs"]:
