@@ -117,7 +117,7 @@ def test_selection():
 
 
 def test_fallback_line_groups_sets_by_reason():
-    line = inputs.fallback_line({"a": "quick", "b": "failed", "c": "quick"})
+    line = inputs.fallback_line({"realtrace/data/a": "quick", "realtrace/data/b": "failed", "realtrace/data/c": "quick"})
     assert line == "FALLBACK: committed quality results used: realtrace/data/a, realtrace/data/c (quick); " \
                    "realtrace/data/b (failed)"
 
@@ -246,7 +246,7 @@ def test_two_sets_are_remade_at_once_the_costliest_first_and_a_failure_stops_no_
                            minutes=0.5)
     sets = [failing, waiting("a", "b", 1.0), waiting("b", "a", 2.0)]
     assert [s.name for s in sorted(sets, key=lambda s: -s.minutes)] == ["b", "a", "broken"]
-    got = inputs.recompute_all(sets, tmp_path / "staging")
+    got = {name: failure for (_, name), failure in inputs.recompute_all(sets, tmp_path / "staging").items()}
     assert list(got) == ["b", "a", "broken"]
     assert got["a"] is None and got["b"] is None, got
     assert got["broken"].startswith("step 1/1 (python -c import sys") and got["broken"].endswith("no model here")
@@ -289,7 +289,7 @@ def test_the_block_runs_while_the_sets_are_remade_and_reads_them_after_wait(tmp_
         with pytest.raises(InputPending, match="realtrace/data/slow"):
             input_dir("slow")
         go.write_text("")
-        assert q.wait() == {"x": {"slow": "recomputed"}}
+        assert q.wait() == {"x": {"realtrace/data/slow": "recomputed"}}
         assert q.waiting == frozenset() and q.waiting_claims(["x"]) == set()
         assert (input_dir("slow") / "out.txt").read_text() == "remade\n"
     assert input_dir("slow") == DATA_DIR / "slow"
@@ -363,7 +363,7 @@ def test_the_runs_own_work_takes_one_of_the_recomputes_cores(tmp_path, monkeypat
     with inputs.quality_inputs(["x"], True, None, tmp_path) as q:
         with q.on_one_core():
             q._thread.join()  # the whole recompute while this block holds its core
-        assert q.wait() == {"x": {"a": "recomputed", "b": "recomputed"}}
+        assert q.wait() == {"x": {"realtrace/data/a": "recomputed", "realtrace/data/b": "recomputed"}}
         assert [(input_dir(n) / "out.txt").read_text() for n in "ab"] == ["alone\n", "alone\n"]
 
 
@@ -377,7 +377,7 @@ def test_a_recompute_that_breaks_is_named_a_failure_of_every_set(tmp_path, monke
 
     monkeypatch.setattr(inputs, "recompute_all", broken)
     with inputs.quality_inputs(["x"], True, None, tmp_path) as q:
-        assert q.wait() == {"x": {"slow": "committed"}}
+        assert q.wait() == {"x": {"realtrace/data/slow": "committed"}}
     err = capsys.readouterr().err
     assert "paper_check: recompute of realtrace/data/slow failed: the recompute stopped: RuntimeError: boom" in err
     assert fallback_lines(err) == [f"FALLBACK: committed quality results used: realtrace/data/slow ({inputs.FAILED})"]
