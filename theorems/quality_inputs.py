@@ -32,6 +32,8 @@ from realtrace import DATA_MODEL
 # forward): dropped from that model's steps.  Gemma 3 keeps one rotary embedding per attention type, and
 # ExpectedAttention reads the one (issue 49).
 REFUSED_PRESSES = {"gemma3-270m": ("ExpectedAttention",)}
+# the sets committed for Gemma 3 270M too (realtrace/data/gemma3-270m/PROVENANCE.md: its commands and their costs)
+WITH_GEMMA = (DATA_MODEL, "gemma3-270m")
 
 @dataclass(frozen=True)
 class Step:
@@ -230,7 +232,8 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from theorems.quality_inputs import script_model; "
               "from realtrace.quality.directions import record; "
-              "record(sys.argv[1], 'kv-24-12', 128, 1, script_model(sys.argv))", "{dir}")),), minutes=0.2, figures=("value_directions",)),
+              "record(sys.argv[1], 'kv-24-12', 128, 1, script_model(sys.argv))", "{dir}")),), minutes=0.2,
+        figures=("value_directions",), models=WITH_GEMMA),
 )
 
 
