@@ -186,3 +186,17 @@ def test_full_remakes_a_set_for_each_model_it_declares_and_each_model_reads_its_
     assert fallback_lines(capsys.readouterr().err) == [
         f"FALLBACK: committed quality results used: realtrace/data/other, realtrace/data/{gemma}/other "
         f"({inputs.NOT_SELECTED})"]
+
+
+@pytest.mark.parametrize("s,model", OTHER, ids=lambda x: x.name if isinstance(x, QualityInput) else x)
+def test_a_models_provenance_spells_every_step_it_ran(s, model):
+    """Each argument of each of the model's steps (a script line by line) is written in the model's PROVENANCE.md,
+    under the set's own heading."""
+    text = (ROOT / "realtrace/data" / model / "PROVENANCE.md").read_text()
+    section = text.split(f"## `{s.name}/`", 1)[1].split("\n## ", 1)[0]
+    for st in s.steps_for(model):
+        for arg in st.argv[1:]:
+            if arg in ("{dir}", "{scratch}"):
+                continue
+            for line in arg.splitlines():
+                assert line.strip() in section, (s.name, line)
