@@ -242,6 +242,8 @@ def cmd_claim(args) -> int:
     print(f"verdict: {rec['verdict']} - {rec['summary']}")
     if rec["correction"]:
         print(f"correction: {rec['correction']}")
+    for m, r in rec.get("models", {}).items():
+        print(f"model {m}: {r['verdict']} - {r['summary']}")
     for name, r in (rec["readings"] or {}).items():
         print(f"reading {name}: {r['verdict']} - {r['finding']}")
     print("sizes: " + dumps(rec["sizes"]))

@@ -129,6 +129,7 @@ def claim_record(cid: str, res: ClaimResult, profile: Profile) -> dict:
     c = CLAIMS[cid]
     return to_jsonable({"id": cid, "source": c.source, "claim": c.claim, "verdict": res.verdict,
                         "summary": res.summary, "correction": res.correction, "readings": res.readings,
+                        **({"models": res.models} if res.models else {}),
                         "values": res.values, "expected": res.expected, "evidence": res.evidence,
                         "sizes": c.sizes_at(profile)})
 
@@ -330,6 +331,12 @@ def render_markdown(profile: Profile, records: list[dict], figures: dict[str, li
                   f"**Verdict: {r['verdict']}.** {r['summary']}", ""]
         if r.get("correction"):
             lines += [f"*Correction:* {r['correction']}", ""]
+        if r.get("models"):
+            names = r["evidence"].get("models", {})
+            lines += ["| model | verdict | finding |", "|---|---|---|"]
+            lines += [f"| {_cell(names.get(m, m))} | {x['verdict']} | {_cell(x['summary'])} |"
+                      for m, x in r["models"].items()]
+            lines.append("")
         if r.get("readings"):
             lines += ["| reading | verdict | finding |", "|---|---|---|"]
             lines += [f"| {_cell(name)} | {x['verdict']} | {_cell(x['finding'])} |" for name, x in r["readings"].items()]

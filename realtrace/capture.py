@@ -178,11 +178,14 @@ def register_blocked_attention(transformers) -> None:
 
 
 def parse_layers(spec: str, layers: int | None = None) -> list[int] | None:
-    """``"all"``, or comma-separated layer numbers and ranges ``a-b`` (inclusive), 0-based, of a model with
-    ``layers`` layers; ``layers=None`` (before the model is loaded) checks the form only and returns None for
-    ``"all"``."""
+    """``"all"``, ``"spread"`` (four layers evenly spread from the first to the last, ``floor((L - 1) i / 3)`` for
+    ``i = 0..3``: 0, 9, 19, 29 of SmolLM2's 30, 0, 5, 11, 17 of Gemma 3 270M's 18), or comma-separated layer numbers
+    and ranges ``a-b`` (inclusive), 0-based, of a model with ``layers`` layers; ``layers=None`` (before the model is
+    loaded) checks the form only and returns None for ``"all"`` and ``"spread"``."""
     if spec.strip() == "all":
         return None if layers is None else list(range(layers))
+    if spec.strip() == "spread":
+        return None if layers is None else sorted({(layers - 1) * i // 3 for i in range(4)})
     out: set[int] = set()
     for part in spec.split(","):
         part = part.strip()
@@ -246,7 +249,7 @@ def greedy_continue(lm, ids: list[int], tokens: int, quiet: bool = True) -> list
 
 
 def capture(out: str | os.PathLike, tokens: int | None = 64, prompt: str = "builtin:recall",
-            continuation: str | None = None, layers: str = "0,9,19,29", heads: str = "kv", top: int = 32,
+            continuation: str | None = None, layers: str = "spread", heads: str = "kv", top: int = 32,
             threads: int = 2, install: bool = True, command: str | None = None, quiet: bool = False,
             block_rows: int = DEFAULT_BLOCK_ROWS, converted: Path | None = None, model=None) -> Path:
     """Capture a trace set into directory ``out`` (see module docstring for the exact rule); return its path.

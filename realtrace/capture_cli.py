@@ -1,7 +1,7 @@
 """``capture``: real attention traces from SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized) into a trace-set directory (:mod:`realtrace.capture`).
 
     python -m realtrace capture --out DIR [--tokens N] [--prompt FILE|builtin:NAME] [--continuation ...]
-                                [--layers all|0,9,19,29|0-3] [--heads kv|mean] [--top K] [--threads N]
+                                [--layers spread|all|0,9,19,29|0-3] [--heads kv|mean] [--top K] [--threads N]
 
 (also ``python -m paper_check capture``).  Parsing needs no optional dependency; the run needs the ``[real]``
 extra.  Bad input and a missing extra: one line, exit status 2; Ctrl-C: exit 130, and no partial trace set is left
@@ -33,8 +33,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="teacher-force this text (a file, or builtin:recall-answer / builtin:needles-answer) "
                          "instead of greedy decoding")
     add_model_arguments(ap)
-    ap.add_argument("--layers", default="0,9,19,29", help="'all' or e.g. '0,9,19,29' or '0-3' (0-based, within the "
-                                                          "model's layers)")
+    ap.add_argument("--layers", default="spread", help="'spread' (default: four layers evenly spread over the model's, "
+                                                       "0,9,19,29 of SmolLM2), 'all', or e.g. '0,9,19,29' or '0-3' "
+                                                       "(0-based, within the model's layers)")
     ap.add_argument("--heads", choices=("kv", "mean"), default="kv",
                     help="kv: one trace per KV head (GQA group mean); mean: mean of all query heads")
     ap.add_argument("--top", type=whole_number(1), default=32,

@@ -39,6 +39,9 @@ def test_layer_spec_parsing():
     assert cap.parse_layers("2-4,3", 30) == [2, 3, 4]
     assert cap.parse_layers("all", 30) == list(range(30))
     assert cap.parse_layers("all", 18) == list(range(18))
+    # the default spreads four layers over the model's own: SmolLM2's committed 0,9,19,29, and Gemma 3's 18 layers
+    assert cap.parse_layers("spread", 30) == [0, 9, 19, 29] and cap.parse_layers("spread", 18) == [0, 5, 11, 17]
+    assert cap.parse_layers("spread", 2) == [0, 1] and cap.parse_layers("spread") is None
     assert cap.parse_layers("all") is None and cap.parse_layers("29,40") == [29, 40]  # before the model is known
     with pytest.raises(ParameterError, match="--layers '30'.*0..29"):
         cap.parse_layers("30", 30)

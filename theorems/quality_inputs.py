@@ -254,9 +254,28 @@ def claim_models(claim_id: str) -> tuple[str, ...]:
     return tuple(sorted(have, key=lambda m: (m != DATA_MODEL, m)))
 
 
+def model_record(claim_id: str, model: str) -> str:
+    """How the input sets a claim reads name the model whose output they hold: the ``model`` record's ``exact``
+    field (name, weights, quantization, package) of the first committed result that has one, with its file digest
+    where the record gives it; the registered name when none does."""
+    from realtrace import input_dir, reading_model
+
+    with reading_model(model):
+        for s in QUALITY_INPUTS:
+            if claim_id not in s.claims or model not in s.models:
+                continue
+            for f in sorted(input_dir(s.name).glob("*.json")):
+                record = json.loads(f.read_text()).get("model")
+                if isinstance(record, dict) and "exact" in record:
+                    digest = record.get("sha256")
+                    return record["exact"] + (f", sha256 {digest}" if digest else "")
+    return model
+
+
 def input_set(name: str) -> QualityInput:
     """The declared set ``name``; KeyError when there is none."""
     return {s.name: s for s in QUALITY_INPUTS}[name]
 
 
-__all__ = ["QUALITY_INPUTS", "REFUSED_PRESSES", "QualityInput", "Step", "claim_models", "input_set", "script_model"]
+__all__ = ["QUALITY_INPUTS", "REFUSED_PRESSES", "QualityInput", "Step", "claim_models", "input_set", "model_record",
+           "script_model"]

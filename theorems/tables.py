@@ -141,14 +141,19 @@ class TableBusy(Exception):
 
 def cached(fn: Callable[..., Any], **sizes: Any) -> Any:
     """``fn(**sizes)``, computed once per run: paper_check's figures and claims share one computation.  Sizes must
-    be hashable (tuples, not lists).  Inside :func:`shared_between_processes` the run's processes share them too."""
-    key = (fn, tuple(sorted(sizes.items())))
+    be hashable (tuples, not lists).  Inside :func:`shared_between_processes` the run's processes share them too.
+    A table made while another model's input sets are read (:func:`realtrace.reading_model`) is that model's: the
+    model is part of its key."""
+    from realtrace import DATA_MODEL, current_model
+
+    model = () if current_model() == DATA_MODEL else (("reading model", current_model()),)
+    key = (fn, tuple(sorted(sizes.items())) + model)
     if key not in _TABLES:
-        _TABLES[key] = fn(**sizes) if _SHARED is None else _shared(fn, key[1])
+        _TABLES[key] = fn(**sizes) if _SHARED is None else _shared(fn, key[1], sizes)
     return _TABLES[key]
 
 
-def _shared(fn: Callable[..., Any], items: tuple) -> Any:
+def _shared(fn: Callable[..., Any], items: tuple, sizes: dict) -> Any:
     """The table from the shared directory, made here first if no process has made it: under an exclusive lock per
     table, so a second process that needs it waits for the first instead of computing it again.  A process waits
     while holding locks only for a table that the one it is making needs, so the waits follow the tables'
@@ -171,7 +176,7 @@ def _shared(fn: Callable[..., Any], items: tuple) -> Any:
             return pickle.loads(stored.read_bytes())
         _LOCKS_HELD += 1
         try:
-            value = fn(**dict(items))
+            value = fn(**sizes)
         finally:
             _LOCKS_HELD -= 1
         stored.write_bytes(pickle.dumps(value))  # whole before the lock is released: readers take the lock first

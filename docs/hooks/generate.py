@@ -188,7 +188,8 @@ def claim_family(claim) -> str:
 
 def claim_rows(report_path: Path | None = None) -> list[dict]:
     """One row per claim of the registry (report order) and per claim only the report holds: id, family, source,
-    statement, and the report's verdict, summary, correction and readings (``None`` where the report lacks it)."""
+    statement, and the report's verdict, summary, correction, readings and per-model readings (``None`` where the
+    report lacks it)."""
     from theorems.claims import CLAIMS
 
     report = report_claims(report_path)
@@ -197,12 +198,14 @@ def claim_rows(report_path: Path | None = None) -> list[dict]:
         rec = report.get(cid, {})
         rows.append({"id": cid, "family": claim_family(c), "source": c.source, "claim": c.claim,
                      "verdict": rec.get("verdict"), "summary": rec.get("summary"),
-                     "correction": rec.get("correction"), "readings": rec.get("readings") or {}})
+                     "correction": rec.get("correction"), "readings": rec.get("readings") or {},
+                     "models": rec.get("models") or {}})
     for cid, rec in report.items():
         if cid not in CLAIMS:
             rows.append({"id": cid, "family": None, "source": rec.get("source"), "claim": rec.get("claim"),
                          "verdict": rec.get("verdict"), "summary": rec.get("summary"),
-                         "correction": rec.get("correction"), "readings": rec.get("readings") or {}})
+                         "correction": rec.get("correction"), "readings": rec.get("readings") or {},
+                         "models": rec.get("models") or {}})
     return rows
 
 
@@ -269,6 +272,9 @@ def _claim_entry(r: dict) -> list[str]:
     if r["family"] is None:
         out.append("- not registered in `theorems/claims/`")
     out.append(f"- reproduce: `python -m paper_check claim {r['id']}`")
+    if r["models"]:
+        out += ["", "| model | verdict | finding |", "|---|---|---|"]
+        out += [f"| {_cell(m)} | {_cell(v['verdict'])} | {_cell(v['summary'])} |" for m, v in r["models"].items()]
     if r["readings"]:
         out += ["", "| reading | verdict | finding |", "|---|---|---|"]
         out += [f"| {_cell(name)} | {_cell(v['verdict'])} | {_cell(v['finding'])} |"

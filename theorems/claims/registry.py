@@ -62,6 +62,7 @@ class ClaimResult:
     evidence: dict[str, Any] = field(default_factory=dict)   # test module, figure file, counterexample file
     correction: str | None = None
     readings: dict[str, dict[str, str]] | None = None
+    models: dict[str, dict[str, Any]] | None = None  # a model-backed claim's reading per model (VERDICTS.md)
 
     def __post_init__(self):
         if self.verdict not in VERDICTS:
@@ -120,17 +121,77 @@ class Claim:
 
     def run(self, ctx: Context, sizes: dict[str, Any] | None = None) -> ClaimResult:
         """Compute and decide at the profile's sizes, or at ``sizes`` (a test's second input: the values must move
-        with it, tests/test_claim_inputs.py)."""
+        with it, tests/test_claim_inputs.py).  A claim decided on the model's output is computed on each model
+        with committed results (:func:`theorems.quality_inputs.claim_models`): the default model's values as they
+        are, each other model's under ``values["per_model"][model]``, and one verdict from the readings
+        (:func:`decide_models`)."""
+        from realtrace import reading_model
+        from theorems.quality_inputs import claim_models, model_record
+
         if self.decide is None:
             raise TypeError(f"claim {self.id!r} has no decide function (register one with @decides)")
-        c = self.compute(dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile) if sizes is None else sizes))
-        values, expected = to_jsonable(c.values), to_jsonable(c.expected)
-        d = self.decide(values, expected)
-        return ClaimResult(d.verdict, d.summary, values, expected, to_jsonable(c.evidence), d.correction,
-                           d.readings)
+        ctx = dataclasses.replace(ctx, sizes=self.sizes_at(ctx.profile) if sizes is None else sizes)
+        c = self.compute(ctx)
+        values, expected, evidence = to_jsonable(c.values), to_jsonable(c.expected), to_jsonable(c.evidence)
+        first, *others = claim_models(self.id) or (None,)
+        if others:
+            per_model = {}
+            for model in others:
+                with reading_model(model):  # its evidence is the default model's files: only its values are kept
+                    per_model[model] = to_jsonable(self.compute(ctx).values)
+            values = dict(values, per_model=per_model)
+            evidence = dict(evidence, models={m: model_record(self.id, m) for m in (first, *others)})
+        d, readings = decide_models(self, values, expected, first)
+        return ClaimResult(d.verdict, d.summary, values, expected, evidence, d.correction, d.readings,
+                           None if readings is None else {m: dataclasses.asdict(r) for m, r in readings.items()})
 
 
 CLAIMS: dict[str, Claim] = {}
+
+# VERDICTS.md, "Several models": the combined verdict is the worst reading, in this order; a not-checkable reading
+# (the model's full cache fails the claim's own positive control) takes no part
+WORST_FIRST = ("refuted", "not-reproduced", "holds-with-correction", "holds")
+
+
+def decide_models(c: Claim, values: dict, expected: dict, first: str | None
+                  ) -> tuple[Decision, dict[str, Decision] | None]:
+    """The verdict of ``c`` from its values: with no ``per_model`` readings, its own decision; otherwise each model's
+    decision (``first``'s from the values outside ``per_model``) and one combined by VERDICTS.md's rule -- the worst
+    checkable reading; an effect shown on some models only is *model-dependent*, naming them.  Also returns the
+    per-model decisions (``None`` for a claim read on one model)."""
+    own = {k: v for k, v in values.items() if k != "per_model"}
+    if "per_model" not in values:
+        return c.decide(own, expected), None
+    readings = {first: c.decide(own, expected)}
+    readings.update({m: c.decide(v, expected) for m, v in values["per_model"].items()})
+    return combine_readings(readings), readings
+
+
+def combine_readings(readings: dict[str, Decision]) -> Decision:
+    """One verdict from per-model decisions (VERDICTS.md, "Several models"); the summary names each model's."""
+    checkable = {m: d for m, d in readings.items() if d.verdict != "not-checkable"}
+    each = " ".join(f"[{m}: {d.verdict}] {d.summary}" for m, d in readings.items())
+    if not checkable:
+        return Decision("not-checkable", f"Not checkable on any of the {len(readings)} models (each fails the "
+                        f"claim's own positive control or lacks an input). {each}")
+    verdict = min((d.verdict for d in checkable.values()), key=WORST_FIRST.index)
+    shown = [m for m, d in checkable.items() if d.verdict in ("holds", "holds-with-correction")]
+    apart = [m for m, d in checkable.items() if d.verdict == verdict]
+    if verdict in ("refuted", "not-reproduced") and shown:
+        how = (f"model-dependent: holds on {', '.join(shown)}, {verdict} on {', '.join(apart)}"
+               if verdict == "not-reproduced" else
+               f"refuted on {', '.join(apart)} (its finding below names the counterexample), holds on {', '.join(shown)}")
+    elif len(set(d.verdict for d in checkable.values())) > 1:
+        how = f"{verdict} on {', '.join(apart)}"
+    else:
+        how = f"{verdict} on every model measured ({', '.join(checkable)})"
+    left = [m for m in readings if m not in checkable]
+    if left:
+        how += f"; not checkable on {', '.join(left)}, which takes no part"
+    corrections = [f"[{m}] {d.correction}" for m, d in checkable.items() if d.correction]
+    named = {f"{name} [{m}]": r for m, d in readings.items() for name, r in (d.readings or {}).items()}
+    return Decision(verdict, f"Combined over {len(readings)} models by VERDICTS.md's rule: {how}. {each}",
+                    " ".join(corrections) or None, named or None)
 
 
 def claim(claim_id: str, source: str, text: str, sizes: dict[str, tuple[Any, Any]] | None = None):
