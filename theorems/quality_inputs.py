@@ -228,7 +228,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate")),
     QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
         Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.3,
-        figures=("heads", "surrogate")),
+        figures=("heads", "surrogate"), models=WITH_GEMMA),
     QualityInput("value_directions", ("surrogate-failure-directions",), (
         Step(("{python}", "-c", "import sys; from theorems.quality_inputs import script_model; "
               "from realtrace.quality.directions import record; "
