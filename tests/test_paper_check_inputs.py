@@ -165,13 +165,16 @@ def test_help_names_the_option_and_every_set():
 
 def test_without_the_extras_full_reads_the_committed_set_and_says_why(tmp_path):
     """``claim surrogate-failure-directions --full`` with torch, transformers and kvpress unimportable: one
-    FALLBACK line naming value_directions and the missing extra; the claim decides from the committed set."""
+    FALLBACK line naming value_directions of each model it is committed for and the missing extra; the claim
+    decides from the committed sets."""
     code, out, err = run_paper_check("claim", "surrogate-failure-directions", "--full", "--json", "--out", tmp_path,
                                      blocked=True)
     assert code == 0, err
-    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/value_directions "
+    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/value_directions, "
+                                   "realtrace/data/gemma3-270m/value_directions "
                                    "(the [real] extra does not import (torch, transformers))"], err
-    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/value_directions (committed)"
+    assert json.loads(out)["evidence"]["inputs"] == ("realtrace/data/value_directions (committed), "
+                                                     "realtrace/data/gemma3-270m/value_directions (committed)")
     assert "[inputs] value_directions step" not in err
     assert not list(tmp_path.glob(".paper_check-staging-*"))
 
@@ -202,8 +205,9 @@ def test_a_failed_recompute_is_one_line_and_falls_back(tmp_path):
 
 @pytest.mark.slow
 def test_full_recomputes_value_directions_from_the_model_and_decides_from_it(tmp_path):
-    """The end-to-end recompute of the cheapest set (about a minute of CPU): no FALLBACK line, the claim names the
-    recomputed set and matches the ledger's full verdict (exit 0), and the staging directory is gone."""
+    """The end-to-end recompute of the cheapest set (about a minute of CPU per model, for each model it is declared
+    for): no FALLBACK line, the claim names the recomputed sets and matches the ledger's full verdict (exit 0), and
+    the staging directory is gone."""
     pytest.importorskip("torch")
     from realtrace.model import MODEL_PACKAGE
 
@@ -213,7 +217,8 @@ def test_full_recomputes_value_directions_from_the_model_and_decides_from_it(tmp
                                      "value_directions", "--json", "--out", tmp_path, timeout=1800)
     assert code == 0, err
     assert fallback_lines(err) == [], err
-    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/value_directions (recomputed)"
+    assert json.loads(out)["evidence"]["inputs"] == ("realtrace/data/value_directions (recomputed), "
+                                                     "realtrace/data/gemma3-270m/value_directions (recomputed)")
     assert not list(tmp_path.glob(".paper_check-staging-*"))
 
 
