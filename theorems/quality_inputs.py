@@ -213,7 +213,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
                                         SURROGATE), (
         _workingset_sweep(WORKINGSET_PROMPTS),
         Step(("{python}", "-c", WORKINGSET_SCRIPT), stdout="working_sets.json")), minutes=4.4,
-        figures=("workingset", "surrogate")),
+        figures=("workingset", "surrogate"), models=WITH_GEMMA),
     QualityInput("long_range_two_hop", ("long-range-floor",), (
         _workingset_sweep(TWO_HOP_PROMPTS, "--answered-only"),  # half its prompts fail the control: no runs
         Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=2.6),
