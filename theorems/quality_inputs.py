@@ -216,7 +216,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         figures=("workingset", "surrogate"), models=WITH_GEMMA),
     QualityInput("long_range_two_hop", ("long-range-floor",), (
         _workingset_sweep(TWO_HOP_PROMPTS, "--answered-only"),  # half its prompts fail the control: no runs
-        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=2.6),
+        Step(("{python}", "-c", TWO_HOP_SCRIPT), stdout="working_sets.json")), minutes=2.6, models=WITH_GEMMA),
     QualityInput("quality_benchmark", ("tracking-benchmark", "fig14-measured", "opt-blind-spot", SURROGATE), (
         _studies({"prompts": EASY5.split(","), "workers": 1, "threads": 1},
                  ("easy_K64_K128.json", SWEEP29, [64, 128]), ("easy_K32.json", SWEEP29, [32])),
