@@ -225,7 +225,8 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
-        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate")),
+        keep=("case_kv-40-1_K64_H2O.npz", "case_kv-40-1_K64_OPT.npz"), minutes=0.6, figures=("bench", "surrogate"),
+        models=WITH_GEMMA),
     QualityInput("quality_heads", ("displaced-mass-output-error", SURROGATE), (
         Step(("{python}", "-c", HEADS_SCRIPT, "{dir}")),), extras=("real", "kvpress"), minutes=0.3,
         figures=("heads", "surrogate"), models=WITH_GEMMA),
