@@ -181,13 +181,13 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
                  ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
                  ("H2O_K128.json", ["H2O"], [128]),
                  ("Default_K256.json", [["Default", {"recent": 64, "n_sinks": 4}]], [256]),
-                 ("H2O_K256.json", ["H2O"], [256])),), minutes=5.2, figures=("surrogate",)),
+                 ("H2O_K256.json", ["H2O"], [256])),), minutes=5.2, figures=("surrogate",), models=WITH_GEMMA),
     QualityInput("quality_section11_shift", ("gda-validation", SURROGATE), (
         _studies({"prompts": SHIFT.split(","), "opt_top": 32, "workers": 1, "threads": 1},
                  ("Default_K128.json", [["Default", {"recent": 32, "n_sinks": 4}]], [128]),
                  ("H2O_TOVA_K128.json", ["H2O", "TOVA"], [128]),
                  ("Default_H2O_TOVA_K256.json", [["Default", {"recent": 64, "n_sinks": 4}], "H2O", "TOVA"], [256])),),
-        minutes=1.6, figures=("gda_shift", "surrogate")),
+        minutes=1.6, figures=("gda_shift", "surrogate"), models=WITH_GEMMA),
     QualityInput("quality_coupled", (SURROGATE,), (
         _quality("OPT:coupled", "--budgets", "64,128", "--prompts", SHORT5, "--workers", "1", "--threads", "1",
                  out="OPT_coupled.json"),
@@ -221,7 +221,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _studies({"prompts": EASY5.split(","), "workers": 1, "threads": 1},
                  ("easy_K64_K128.json", SWEEP29, [64, 128]), ("easy_K32.json", SWEEP29, [32])),
         _sweep29("--budgets", "64,128", "--prompts", SHIFT, "--opt-top", "32", out="hard_K64_K128.json")),
-        keep=("sweep.sh",), minutes=6.3, figures=("14m", "bench", "surrogate")),
+        keep=("sweep.sh",), minutes=6.3, figures=("14m", "bench", "surrogate"), models=WITH_GEMMA),
     # the saved case (the schedules of the optimum and the rule that beats it) is carried over, not re-extracted
     QualityInput("quality_blind_spot", ("opt-blind-spot", SURROGATE), (
         _sweep29("--budgets", "128", "--prompts", "needle-1200-d50", "--steps", out="long_K128.json"),),
