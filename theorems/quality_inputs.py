@@ -198,7 +198,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
         _quality("OPT:value", "--budget", "128", "--prompts", "needle-1200-d50", "--workers", "1", "--threads", "1",
-                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.8, figures=("surrogate",)),
+                 out="OPT_value_K128_needle-1200-d50.json")), minutes=1.8, figures=("surrogate",), models=WITH_GEMMA),
     QualityInput("quality_budgets", (SURROGATE,), (
         Step(("{python}", "-m", "paper_check", "quality", "--all", "--policies", "none", "--presses",
               "PyramidKV,AdaKV,CriticalKV,CriticalAdaKV,SnapKV", "--budgets", "128", "--prompts", SHORT5, "--workers",
