@@ -208,7 +208,7 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
               "--opt-top", "1", "--workers", "1", "--threads", "1", "--out", "{scratch}"),
              collect=(("quality.json", "lukv_K128.json"),))),
         extras=("real", "kvpress"), keep=("lukv_curve_recall.npy", "PROVENANCE.md"), minutes=0.9,
-        figures=("surrogate",)),
+        figures=("surrogate",), models=WITH_GEMMA),
     QualityInput("quality_workingset", ("quality-floor-working-set", "adaptive-budget-quality", "long-range-floor",
                                         SURROGATE), (
         _workingset_sweep(WORKINGSET_PROMPTS),
