@@ -193,7 +193,8 @@ QUALITY_INPUTS: tuple[QualityInput, ...] = (
                  out="OPT_coupled.json"),
         _quality("OPT:static", "--budgets", "64,128", "--prompts", "needle-400-d50,needle-400-d10,kv-24-12",
                  "--workers", "1", "--threads", "1", out="OPT_static.json")),
-        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=9.0, figures=("surrogate",)),
+        keep=("bench_needle-2000-d50.json", "bench_needle-2000-d50_top16.json"), minutes=9.0, figures=("surrogate",),
+        models=WITH_GEMMA),
     QualityInput("quality_value", (SURROGATE,), (
         _quality("OPT:value", "--budget", "128", "--prompts", "kv-24-12", "--workers", "1", "--threads", "1",
                  out="OPT_value_K128_kv-24-12.json"),
