@@ -191,15 +191,17 @@ def test_a_failed_recompute_is_one_line_and_falls_back(tmp_path):
     code, out, err = run_paper_check("claim", "default-policy", "--full", "--recompute", "quality_section10",
                                      "--json", "--out", tmp_path / "out", env=env)
     assert code == 0, err
-    failed = [ln for ln in err.splitlines() if "recompute of" in ln]
-    assert len(failed) == 1 and failed[0].startswith(
+    failed = [ln for ln in err.splitlines() if "recompute of" in ln]  # one line per model the set is declared for
+    assert len(failed) == 2 and failed[0].startswith(
         "paper_check: recompute of realtrace/data/quality_section10 failed: step 1/1 (python -c import sys; from "
         'realtrace.quality.studies import write_studies; write_studies(*sys.argv[1:]) {"settings": {"opt_top": 32, '
         '"workers": 1}, "studies": [{"out": "Default_K128.json", "configs": [["D ... ') \
-        and "KV_QUALITY_CACHE" in failed[0], err
-    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/quality_section10 "
-                                   f"({inputs.FAILED})"], err
-    assert json.loads(out)["evidence"]["inputs"] == "realtrace/data/quality_section10 (committed)"
+        and failed[1].startswith("paper_check: recompute of realtrace/data/gemma3-270m/quality_section10 failed: ") \
+        and all("KV_QUALITY_CACHE" in ln for ln in failed), err
+    assert fallback_lines(err) == ["FALLBACK: committed quality results used: realtrace/data/quality_section10, "
+                                   f"realtrace/data/gemma3-270m/quality_section10 ({inputs.FAILED})"], err
+    assert json.loads(out)["evidence"]["inputs"] == ("realtrace/data/quality_section10 (committed), "
+                                                     "realtrace/data/gemma3-270m/quality_section10 (committed)")
     assert not list((tmp_path / "out").glob(".paper_check-staging-*"))
 
 
