@@ -6,10 +6,14 @@ needs reruns its commands (each a process of its own, from the repository root, 
 model's libraries imported: :mod:`paper_check.step_host`) into a staging directory inside the output
 root -- never over the committed files -- and, for the rest of the run, the claims and figures read that directory
 in the set's place (:func:`realtrace.inputs_from`); the staging directory is removed when the run ends.
-``--recompute NAMES`` limits which sets are remade. Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
+Each set is remade for every model it declares (:attr:`QualityInput.models`, issue 49: the default model's steps, and
+each other model's, :meth:`QualityInput.steps_for`, staged in a directory of that model's, read while that model is
+read, :func:`realtrace.inputs_from`).  ``--recompute NAMES`` limits which sets are remade (each for all its models).
+Two sets are remade at once (:data:`RECOMPUTE_WORKERS`; each
 step is one single-threaded model process), the costliest first (:attr:`QualityInput.minutes`), on a local
 :class:`kvcore.tasks.TaskPool` of threads (the ``[dist]`` extra; one after the other without it). Every set a run
-reads from its committed files is named in exactly one stderr line starting ``FALLBACK:``, with the reason (quick
+reads from its committed files -- each model's by its directory -- is named in exactly one stderr line starting
+``FALLBACK:``, with the reason (quick
 profile, not selected, a missing extra, or a recompute that failed, each failure reported in one line of its own).
 
 The recompute runs in the background (:class:`QualityInputs`): while it does, the run builds the figures and decides
@@ -31,7 +35,7 @@ from pathlib import Path
 
 from kvcore.errors import ParameterError
 from kvcore.tasks import dask_available, map_tasks
-from realtrace import inputs_from, inputs_pending
+from realtrace import DATA_MODEL, inputs_from, inputs_pending
 from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
 
 from .report import REPO_ROOT, progress
@@ -118,19 +122,21 @@ def _a_core(where: str):
         _CORES.release()
 
 
-def recompute(s: QualityInput, target: Path) -> None:
-    """Run ``s``'s steps into ``target`` (created), each in a process forked by one of :data:`_HOSTS`
-    (:mod:`paper_check.step_host`), then copy its ``keep`` files from the committed set.  A step that exits non-zero
+def recompute(s: QualityInput, target: Path, model: str = DATA_MODEL) -> None:
+    """Run ``s``'s steps for ``model`` (:meth:`QualityInput.steps_for`) into ``target`` (created), each in a process
+    forked by one of :data:`_HOSTS` (:mod:`paper_check.step_host`), then copy its ``keep`` files
+    (:meth:`QualityInput.keep_for`) from the model's committed set.  A step that exits non-zero
     or does not write what it declares raises :class:`RecomputeFailed`.  Each step waits for a core
     (:data:`_CORES`); its progress lines time it from when it has one; it is terminated when :data:`_STOP` is set
     (the run that wanted it has ended)."""
     target.mkdir(parents=True)
-    for n, step in enumerate(s.steps, 1):
+    steps, label = s.steps_for(model), _label(s, model)
+    for n, step in enumerate(steps, 1):
         scratch = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{s.name}-step{n}-"))
         argv = _argv(step, target, scratch)
-        where = f"step {n}/{len(s.steps)} ({_shown(argv)})"
+        where = f"step {n}/{len(steps)} ({_shown(argv)})"
         with _a_core(where):
-            progress(f"[inputs] {s.name} {where}")
+            progress(f"[inputs] {label} {where}")
             t0 = time.perf_counter()
             try:
                 code, err = _HOSTS.run(argv, str(target / step.stdout) if step.stdout else os.devnull, _STOP)
@@ -145,14 +151,19 @@ def recompute(s: QualityInput, target: Path) -> None:
                 raise RecomputeFailed(f"{where} wrote no {src}")
             shutil.move(scratch / src, target / name)
         shutil.rmtree(scratch)
-        progress(f"[inputs] {s.name} step {n}/{len(s.steps)} done ({seconds:.1f} s)")
-    for name in s.keep:
-        shutil.copyfile(REPO_ROOT / s.directory / name, target / name)
+        progress(f"[inputs] {label} step {n}/{len(steps)} done ({seconds:.1f} s)")
+    for name in s.keep_for(model):
+        shutil.copyfile(REPO_ROOT / s.directory_for(model) / name, target / name)
 
 
-def _recompute_job(job: tuple[QualityInput, Path]) -> str | None:
-    """Remake the set ``job[0]`` into ``job[1]``: ``None``, or the failure in one line (one set's failure does not
-    stop the others)."""
+def _label(s: QualityInput, model: str) -> str:
+    """How progress lines name ``model``'s set ``s``: its name, or ``<model>/<name>`` for another model's."""
+    return s.directory_for(model).removeprefix("realtrace/data/")
+
+
+def _recompute_job(job: tuple[QualityInput, Path, str]) -> str | None:
+    """Remake the set ``job[0]`` into ``job[1]`` for the model ``job[2]``: ``None``, or the failure in one line (one
+    set's failure does not stop the others)."""
     try:
         recompute(*job)
     except RecomputeFailed as exc:
@@ -160,24 +171,27 @@ def _recompute_job(job: tuple[QualityInput, Path]) -> str | None:
     return None
 
 
-def recompute_all(sets: list[QualityInput], staging: Path) -> dict[str, str | None]:
-    """Remake ``sets`` into ``staging/<name>``, :data:`RECOMPUTE_WORKERS` at once when dask is installed, the
-    costliest first: ``{name: None or the failure}``.  The step hosts end with it."""
-    jobs = [(s, staging / s.name) for s in sorted(sets, key=lambda s: -s.minutes)]
+def recompute_all(sets: list[QualityInput], staging: Path) -> dict[tuple[str, str], str | None]:
+    """Remake ``sets``, each for every model it declares, into ``staging/<name>`` (the default model's) and
+    ``staging/<model>/<name>`` (another's), :data:`RECOMPUTE_WORKERS` at once when dask is installed, the costliest
+    first (a set's models in its place, the default first): ``{(model, name): None or the failure}``.  The step
+    hosts end with it."""
+    jobs = [(s, staging / _label(s, m), m) for s in sorted(sets, key=lambda s: -s.minutes) for m in s.models]
     workers = min(RECOMPUTE_WORKERS, len(jobs)) if dask_available() else 1
     try:
         done = map_tasks(_recompute_job, jobs, workers=workers, processes=False, retries=0, progress=False,
                          key="recompute")
     finally:
         _HOSTS.close()
-    return {s.name: failure for (s, _), failure in zip(jobs, done)}
+    return {(m, s.name): failure for (s, _, m), failure in zip(jobs, done)}
 
 
 def fallback_line(reasons: dict[str, str]) -> str:
-    """The one ``FALLBACK:`` line: every set read from its committed files, grouped by reason."""
+    """The one ``FALLBACK:`` line: every set read from its committed files (by its directory,
+    ``realtrace/data/[<model>/]<name>``), grouped by reason."""
     groups: dict[str, list[str]] = {}
-    for name, why in reasons.items():
-        groups.setdefault(why, []).append(f"realtrace/data/{name}")
+    for directory, why in reasons.items():
+        groups.setdefault(why, []).append(directory)
     return "FALLBACK: committed quality results used: " + "; ".join(
         f"{', '.join(dirs)} ({why})" for why, dirs in groups.items())
 
@@ -191,7 +205,7 @@ class QualityInputs:
     (:attr:`remakes` false) the declared readers run beside it, each with its own sets released
     (``paper_check.runner``)."""
 
-    def __init__(self, sets: list[QualityInput], todo: list[QualityInput], reasons: dict[str, str],
+    def __init__(self, sets: list[QualityInput], todo: list[QualityInput], reasons: dict[tuple[str, str], str],
                  staging: Path | None, claim_ids):
         self.sets, self.reasons, self.claim_ids = sets, reasons, list(claim_ids)
         self.remakes = bool(todo)  # False: every set is read from its committed files (no phase has to wait)
@@ -208,7 +222,7 @@ class QualityInputs:
             self._done = recompute_all(todo, self._staging) if todo else {}
         except Exception as exc:  # noqa: BLE001 -- in this thread nobody else would see it: every set fails, named
             why = f"the recompute stopped: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
-            self._done = {s.name: why for s in todo}
+            self._done = {(m, s.name): why for s in todo for m in s.models}
 
     def _readers(self, kind: str, ids) -> set[str]:
         return {r for s in self.sets if s.name in self.waiting for r in getattr(s, kind)} & set(ids)
@@ -236,28 +250,32 @@ class QualityInputs:
 
     def wait(self) -> dict[str, dict[str, str]]:
         """Wait for the recompute; say in one line each what failed, in one ``FALLBACK:`` line what is read from its
-        committed files, and per claim what it decides from; from here on the readers read the remade sets.  Returns
-        ``{claim id: {set name: "recomputed" | "committed"}}`` for the claims that read a set."""
+        committed files, and per claim what it decides from; from here on the readers read the remade sets (each
+        model's while that model is read).  Returns ``{claim id: {set directory: "recomputed" | "committed"}}`` for
+        the claims that read a set, every model's directory of it (``realtrace/data/[<model>/]<name>``)."""
         if self.used is not None:
             return self.used
         self._thread.join()
-        staged = {}
-        for name, failure in self._done.items():
+        staged: dict[str, dict[str, Path]] = {}
+        declared = [(s, m) for s in self.sets for m in s.models]  # declaration order, the default model first
+        for s, m in declared:
+            failure = self._done.get((m, s.name), "")
             if failure is None:
-                staged[name] = self._staging / name
-            else:
-                progress(f"paper_check: recompute of realtrace/data/{name} failed: {failure}")
-                self.reasons[name] = FAILED
-        reasons = {s.name: self.reasons[s.name] for s in self.sets if s.name in self.reasons}  # declaration order
+                staged.setdefault(m, {})[s.name] = self._staging / _label(s, m)
+            elif failure:
+                progress(f"paper_check: recompute of {s.directory_for(m)} failed: {failure}")
+                self.reasons[(m, s.name)] = FAILED
+        reasons = {s.directory_for(m): self.reasons[(m, s.name)] for s, m in declared if (m, s.name) in self.reasons}
         if reasons:
             progress(fallback_line(reasons))
-        used = {cid: {s.name: "recomputed" if s.name in staged else "committed" for s in self.sets if cid in s.claims}
-                for cid in self.claim_ids}
+        used = {cid: {s.directory_for(m): "recomputed" if s.name in staged.get(m, {}) else "committed"
+                      for s, m in declared if cid in s.claims} for cid in self.claim_ids}
         self.used = {cid: u for cid, u in used.items() if u}
         for cid, u in self.used.items():
-            progress(f"[inputs] {cid} decides from " + ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items()))
+            progress(f"[inputs] {cid} decides from " + ", ".join(f"{d} ({w})" for d, w in u.items()))
         self._held.close()
-        self._held.enter_context(inputs_from(staged))
+        for m, dirs in staged.items():
+            self._held.enter_context(inputs_from(dirs, m))
         self.waiting = frozenset()
         return self.used
 
@@ -277,7 +295,7 @@ def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
     a block left early (an error, Ctrl-C) stops the recompute first."""
     sets = sets_read_by(claim_ids)
     chosen = selected(option, full)
-    reasons: dict[str, str] = {}
+    reasons: dict[tuple[str, str], str] = {}
     staging = Path(tempfile.mkdtemp(dir=root, prefix=".paper_check-staging-inputs-")) if full and sets else None
     todo = []
     for s in sets:
@@ -285,7 +303,7 @@ def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
         if why is None:
             todo.append(s)
         else:
-            reasons[s.name] = why
+            reasons.update({(m, s.name): why for m in s.models})
     _STOP.clear()
     inputs = QualityInputs(sets, todo, reasons, staging, claim_ids)
     try:
@@ -297,10 +315,11 @@ def quality_inputs(claim_ids, full: bool, option: str | None, root: Path):
 
 
 def annotate(results: dict, used: dict[str, dict[str, str]]) -> None:
-    """Name in each claim's evidence the input sets it decided from and whether they were committed or recomputed."""
+    """Name in each claim's evidence the input sets it decided from (every model's) and whether they were committed
+    or recomputed."""
     for cid, u in used.items():
         if cid in results:
-            results[cid].evidence["inputs"] = ", ".join(f"realtrace/data/{n} ({w})" for n, w in u.items())
+            results[cid].evidence["inputs"] = ", ".join(f"{d} ({w})" for d, w in u.items())
 
 
 __all__ = ["RecomputeFailed", "annotate", "fallback_line", "missing_extra", "quality_inputs", "recompute", "selected",

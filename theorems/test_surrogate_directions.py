@@ -120,7 +120,8 @@ def test_the_claim_decides_on_these_values(tmp_path):
         assert (inst["t"], inst["i"]) == (v["instances"][kind]["t"], v["instances"][kind]["i"])
     assert v["measured"] and v["exact"]["value_optimum_no_worse_on_value"]
     both = v["instances"]["outlier"] is not None and v["instances"]["aligned"] is not None
-    assert res.verdict == ("holds" if both else "not-reproduced")
+    own = res.models["smollm2-135m"]["verdict"] if res.models else res.verdict  # these values' reading
+    assert own == ("holds" if both else "not-reproduced")
     assert f"{100 * v['groups']['total']['value_given_away_share']:.3g}%" in res.summary
 
 

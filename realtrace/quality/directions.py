@@ -24,13 +24,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..geometry import layer_groups
 from .schedule import drop_from_evictions, lazy_drop
 from .value_cost import lost, total_cost, value_distance, value_optimum
 
 FAR = 2.0
 NEAR = 0.5
 HEAVY = 0.01
-GROUPS = (("early", range(0, 10)), ("middle", range(10, 20)), ("late", range(20, 30)))
 
 
 def mass_optimum(rows: np.ndarray, k: int) -> np.ndarray:
@@ -146,11 +146,13 @@ def record(out_dir, prompt: str = "kv-24-12", k: int = 128, threads: int = 1, mo
 
 
 def group_summary(heads: list[dict]) -> dict:
-    """Per layer group (early 0-9, middle 10-19, late 20-29) and in total: the summed value cost of each optimum,
-    what the mass optimum gives away on it (absolute and as a share of the value optimum's), the same for mass the
-    other way, and the direction counts."""
+    """Per layer group (the thirds of the model's layers, :func:`realtrace.geometry.layer_groups`: SmolLM2's 30
+    layers 0-9, 10-19, 20-29; Gemma 3 270M's 18 layers 0-5, 6-11, 12-17) and in total: the summed value cost of each
+    optimum, what the mass optimum gives away on it (absolute and as a share of the value optimum's), the same for
+    mass the other way, and the direction counts.  The model's layers are those of ``heads`` (every layer is one)."""
     out = {}
-    for name, rng in (*GROUPS, ("total", range(0, 10 ** 6))):
+    layers = 1 + max(h["layer"] for h in heads)
+    for name, rng in (*layer_groups(layers), ("total", range(layers))):
         hs = [h for h in heads if h["layer"] in rng]
         if not hs:
             continue
@@ -165,5 +167,5 @@ def group_summary(heads: list[dict]) -> dict:
     return out
 
 
-__all__ = ["FAR", "GROUPS", "HEAVY", "NEAR", "group_summary", "head_directions", "load_head", "mass_optimum", "measure",
+__all__ = ["FAR", "HEAVY", "NEAR", "group_summary", "head_directions", "load_head", "mass_optimum", "measure",
            "record", "save_head"]

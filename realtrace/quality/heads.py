@@ -68,12 +68,13 @@ def derive_file(out_dir: str, target: str) -> None:
     write_text(target, head + ', "points": [\n' + ",\n".join(json.dumps(r) for r in doc["points"]) + "\n]}\n")
 
 
-def remake(target: str) -> None:
-    """The whole set into ``target``: the sweep :data:`SWEEP` (its stdout becomes ``heads.json``), then
-    :func:`derive_file` of its folder into ``head_means.json``; the per-row folder is discarded."""
+def remake(target: str, *args: str) -> None:
+    """The whole set into ``target``: the sweep :data:`SWEEP` with ``args`` added (``--model M`` for another
+    model; its stdout becomes ``heads.json``), then :func:`derive_file` of its folder into ``head_means.json``; the
+    per-row folder is discarded."""
     dest = Path(target)
     with tempfile.TemporaryDirectory() as tmp:
-        p = subprocess.run([sys.executable, "-m", "paper_check", *SWEEP, "--out", tmp], stdout=subprocess.PIPE,
+        p = subprocess.run([sys.executable, "-m", "paper_check", *SWEEP, *args, "--out", tmp], stdout=subprocess.PIPE,
                            text=True)
         if p.returncode != 0:
             sys.exit(p.returncode)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 
 from kvcore.atomic import replacing
-from realtrace import input_dir
+from realtrace import DATA_MODEL, current_model, input_dir
 from theorems.results.directions import DIRECTIONS_DIR, HEAD_FILES, committed_directions, planted_control
 from theorems.tables import cached
 
@@ -42,8 +42,10 @@ def surrogate_failure_directions(ctx: Context) -> Computed:
 def _save_head(ctx: Context, kind: str) -> str:
     """The head holding the instance, from the input set the claim read (:func:`realtrace.input_dir`), copied to ``paper_check/counterexamples/`` under the output root
     (replay: :func:`realtrace.quality.directions.load_head`, then :func:`~realtrace.quality.directions.head_directions`
-    at its saved budget); returns its path relative to the root."""
-    rel = f"paper_check/counterexamples/surrogate_{kind}_value.npz"
+    at its saved budget); returns its path relative to the root.  Another model's head is saved under its own name
+    (``..._value_<model>.npz``), so that reading the claim on it leaves the default model's file as it is."""
+    model = current_model()
+    rel = f"paper_check/counterexamples/surrogate_{kind}_value{'' if model == DATA_MODEL else '_' + model}.npz"
     target = ctx.out_dir / rel
     target.parent.mkdir(parents=True, exist_ok=True)
     with replacing(target) as tmp:

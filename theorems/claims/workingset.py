@@ -103,7 +103,7 @@ def quality_floor_working_set_decide(v: dict, e: dict) -> Decision:
     seen = sum(s["collapses_at_smallest"] for s in ps.values())
     head = (f"{n} prompts the full cache answers ({len(v['excluded'])} excluded), budgets {v['grid']} per layer and "
             f"KV head; floor = smallest budget from which the answer stays right with answer KL <= "
-            f"{fmt(v['kl_pass'])} nats; working set = mean over the 90 heads of the peak heavy union (level "
+            f"{fmt(v['kl_pass'])} nats; working set = mean over every layer and KV head of the peak heavy union (level "
             f"{fmt(W.LEVEL)}, window {W.WINDOW}).  ")
     if not seen:
         return Decision("not-checkable", head + "No policy fails at the smallest budget on any prompt, so the grid "

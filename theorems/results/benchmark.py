@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
-from realtrace import DATA_DIR, input_dir
+from realtrace import DATA_DIR, input_dir, model_data_dir
 from realtrace.quality.report import slug, steps_name
 
 BENCH_DIR = DATA_DIR / "quality_benchmark"   # committed; readers read realtrace.input_dir of its name
@@ -134,8 +134,9 @@ def fig14_points(cs: dict[tuple[str, int], dict] | None = None, prompts=EASY) ->
 
 
 def case_file(prompt: str, budget: int, config: str) -> Path:
-    """Where a saved case's schedule of ``config`` lives: one ``.npz`` replayable as ``file:PATH``."""
-    return BLIND_DIR / f"case_{prompt}_K{budget}_{slug(config)}.npz"
+    """Where a saved case's schedule of ``config`` lives: one ``.npz`` replayable as ``file:PATH``, in the committed
+    set of the model being read (:func:`realtrace.model_data_dir`: a case is that model's schedules)."""
+    return model_data_dir() / BLIND_DIR.name / f"case_{prompt}_K{budget}_{slug(config)}.npz"
 
 
 def extract_case(steps_dir: Path, prompt: str, budget: int, config: str, out: Path | None = None) -> Path:

@@ -4,15 +4,16 @@ SmolLM2-135M-Instruct on committed data (``realtrace/data/quality_workingset/``,
 
 Everything below was declared before any prompt was measured (2026-12-03, issue 29, claims 3-5).
 
-**Persistent heavy-set size of a prompt** (paper §7: ``|U_s H_s(rho tau)|``, the tokens attended above a level in
-the recent window, Denning's working set).  Per layer and KV head (all 30 x 3 = 90), on the complete full-cache
-head-mean rows ``a[t, .]`` of the whole text (prompt and teacher-forced answer): ``U_t = |{i : a[s, i] >= LEVEL for
-some s in [t - WINDOW, t - 1]}|`` (:func:`realtrace.analysis.heavy_union_sizes`), and the head's working set is
-its peak ``max_t U_t`` (Theorem 4's budget condition holds at every step only when ``k`` covers the peak).  The
-prompt's working set ``ws`` is the mean of the 90 heads' peaks: the slots that hold every head's working set,
-divided by the 90 heads, i.e. the uniform per-head budget with the same total.  ``LEVEL`` = 0.01 (one hundredth of a
-row: the per-row unit of VERDICTS.md's significance margin), ``WINDOW`` = 32 rows.  The median and the maximum over
-heads are recorded beside it, not decided on.
+**Persistent heavy-set size of a prompt** (paper §7: ``|U_s H_s(rho tau)|``, the tokens attended above a level in the
+recent window, Denning's working set). Per layer and KV head (SmolLM2's 30 x 3 = 90; Gemma 3 270M's 18 x 1), on the
+complete full-cache head-mean rows (a sliding-window layer's weigh only its window, as in the model) ``a[t, .]`` of the
+whole text (prompt and teacher-forced answer): ``U_t = |{i : a[s, i] >= LEVEL for some s in [t - WINDOW, t - 1]}|``
+(:func:`realtrace.analysis.heavy_union_sizes`), and the head's working set is its peak ``max_t U_t`` (Theorem 4's
+budget condition holds at every step only when ``k`` covers the peak). The prompt's working set ``ws`` is the mean of
+the heads' peaks: the slots that hold every head's working set, divided by the number of heads, i.e. the uniform
+per-head budget with the same total. ``LEVEL`` = 0.01 (one hundredth of a row: the per-row unit of VERDICTS.md's
+significance margin), ``WINDOW`` = 32 rows. The median and the maximum over heads are recorded beside it, not decided
+on.
 
 **Quality floor of a prompt under a policy**.  The smallest budget ``K`` of :data:`GRID` (per layer and KV head)
 such that at ``K`` and at every larger grid budget the replay *passes*: the teacher-forced answer is right
@@ -116,10 +117,11 @@ def measure(prompts=PROMPTS, threads: int = 1, say=None, model=None, device: str
     store = Store(cache_dir())
     lm = worker_model(threads, store.directory, model, device)  # from the model's copy in the same cache
     scaling = lm.model.model.layers[0].self_attn.scaling
+    windows = lm.geometry.windows  # a sliding-window layer's rows (Gemma 3) weigh only its window, as in the model
     out = {}
     for ids in tokenize_prompts(list(prompts), lm.tokenizer, lm.start):
         qkv, _, _ = full_cache(lm, ids, store)
-        peaks = [head_working_set(head_rows(lm.torch, qkv[layer][0], qkv[layer][1], g, scaling).numpy())
+        peaks = [head_working_set(head_rows(lm.torch, qkv[layer][0], qkv[layer][1], g, scaling, windows[layer]).numpy())
                  for layer in sorted(qkv) for g in range(qkv[layer][1].shape[1])]
         out[ids.name] = {"tokens": len(ids.ids), **summarize_heads(peaks)}
         if say:
