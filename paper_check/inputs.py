@@ -36,7 +36,7 @@ from pathlib import Path
 from kvcore.errors import ParameterError
 from kvcore.tasks import dask_available, map_tasks
 from realtrace import DATA_MODEL, inputs_from, inputs_pending
-from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step
+from theorems.quality_inputs import QUALITY_INPUTS, QualityInput, Step, claim_models
 
 from .report import REPO_ROOT, progress
 from .step_host import HostFailed, HostPool
@@ -252,7 +252,8 @@ class QualityInputs:
         """Wait for the recompute; say in one line each what failed, in one ``FALLBACK:`` line what is read from its
         committed files, and per claim what it decides from; from here on the readers read the remade sets (each
         model's while that model is read).  Returns ``{claim id: {set directory: "recomputed" | "committed"}}`` for
-        the claims that read a set, every model's directory of it (``realtrace/data/[<model>/]<name>``)."""
+        the claims that read a set, the directory of it of every model the claim is read on
+        (``realtrace/data/[<model>/]<name>``; :func:`theorems.quality_inputs.claim_models`)."""
         if self.used is not None:
             return self.used
         self._thread.join()
@@ -269,7 +270,8 @@ class QualityInputs:
         if reasons:
             progress(fallback_line(reasons))
         used = {cid: {s.directory_for(m): "recomputed" if s.name in staged.get(m, {}) else "committed"
-                      for s, m in declared if cid in s.claims} for cid in self.claim_ids}
+                      for s, m in declared if cid in s.claims and m in claim_models(cid, tuple(self.sets))}
+                for cid in self.claim_ids}
         self.used = {cid: u for cid, u in used.items() if u}
         for cid, u in self.used.items():
             progress(f"[inputs] {cid} decides from " + ", ".join(f"{d} ({w})" for d, w in u.items()))

@@ -3,9 +3,9 @@
 For each claim: its ``decide`` reproduces the committed verdict from the committed values (``paper_check/ledger.json``;
 for a claim read on several models, each model's reading combined by VERDICTS.md's rule), and each registered flip --
 an edit of those values on the other side of the line the decision's docstring names -- changes the verdict to the
-stated one (the default model's reading; every other model's reading reacts to a flip too).  A claim whose decision is replaced by a literal verdict fails here, and one
-whose computation is replaced by literals changes the locked values (``tests/test_paper_check_run.py``).  Fast: no
-experiment runs, only the decisions.
+stated one (the default model's reading; every other model's reading reacts to a flip too).  A claim whose decision
+is replaced by a literal verdict fails here, and one whose computation is replaced by literals changes the locked
+values (``tests/test_paper_check_run.py``).  Fast: no experiment runs, only the decisions.
 """
 
 from __future__ import annotations
@@ -53,7 +53,8 @@ def test_quick_and_full_verdicts_agree():
 @pytest.mark.parametrize("cid", list(CLAIMS))
 def test_decision_reproduces_the_committed_verdict(cid):
     entry = LEDGER[cid]
-    d, _ = decide_models(CLAIMS[cid], copy.deepcopy(entry["values"]), entry["expected"], (claim_models(cid) or (None,))[0])
+    first = (claim_models(cid) or (None,))[0]
+    d, _ = decide_models(CLAIMS[cid], copy.deepcopy(entry["values"]), entry["expected"], first)
     assert isinstance(d, Decision) and d.verdict == entry["verdict"], (cid, d.verdict, entry["verdict"])
     assert d.summary and (d.correction is not None or d.verdict != "holds-with-correction"), cid
 

@@ -267,11 +267,11 @@ def script_model(argv: list[str]) -> str | None:
     return argv[argv.index("--model") + 1] if "--model" in argv[:-1] else None
 
 
-def claim_models(claim_id: str) -> tuple[str, ...]:
+def claim_models(claim_id: str, among: tuple[QualityInput, ...] | None = None) -> tuple[str, ...]:
     """The models a claim is decided on (VERDICTS.md, "Several models"): those with every set it reads committed --
     for the regret-surrogate claim, which reads whatever quality sets a model has, those with any -- the default
-    model first; ``()`` for a claim that reads no model's output."""
-    sets = [s for s in QUALITY_INPUTS if claim_id in s.claims]
+    model first; ``()`` for a claim that reads no model's output.  ``among``: the declared sets (default: all)."""
+    sets = [s for s in (QUALITY_INPUTS if among is None else among) if claim_id in s.claims]
     if not sets:
         return ()
     found = [set(s.models) for s in sets]

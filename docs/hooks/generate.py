@@ -173,6 +173,7 @@ FAMILIES: dict[str, tuple[str, str]] = {
     "benchmark": ("The tracking benchmark (§8)", "quality.md"),
     "blind_spot": ("The optimum's blind spot (§4, §9)", "quality.md"),
     "figure14": ("Figure 14 measured (§7)", "quality.md"),
+    "paradox": ("Solving the surrogate more exactly (§9)", "budgets.md"),
 }
 
 

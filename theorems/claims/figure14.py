@@ -100,7 +100,7 @@ def figure14_measured_decide(v: dict, e: dict) -> Decision:
     reproduced when it does not while the exact optimum at the same budgets does (the control: the budget can keep
     the answer); not-checkable when the optimum does not either.  The claim holds when every statement is
     reproduced, holds with a correction when some are, and is otherwise not-reproduced (or not-checkable when no
-    control passes).  These are other models than the cited ones (SmolLM2-135M here), which is why a miss is
+    control passes).  These are other models than the cited ones (SmolLM2-135M, Gemma 3 270M), which is why a miss is
     not-reproduced and not refuted.  (shape) every configuration measured at three budgets or more has a mean
     answer-NLL change that never rises by more than the declared quality margin as the budget doubles and rises
     more over the smallest halving than over the largest: holds when all do, a correction when more than half do,
@@ -130,7 +130,7 @@ def figure14_measured_decide(v: dict, e: dict) -> Decision:
     shape_text = (f"{len(good)} of {len(shape)} configurations flat-then-steepening; not: "
                   + (", ".join(f"{s['config']} ({'rises' if not s['monotone'] else 'not steepening'})"
                                for s in shape if s not in good) or "none"))
-    summary = (f"SmolLM2-135M-Instruct (the cited points are other models) on {len(pts['prompts'])} easy prompts at "
+    summary = (f"On the model read (the cited points are other models), {len(pts['prompts'])} easy prompts at "
                f"K = {', '.join(map(str, pts['budgets']))}.  Published points: "
                + "; ".join(line(s, verdict) for s, verdict in systems) + f".  Shape: {shape_text}.  Curves: {curves}.")
     missed = [s["system"] for s, verdict in systems if verdict != "holds"]

@@ -180,7 +180,8 @@ def combine_readings(readings: dict[str, Decision]) -> Decision:
     if verdict in ("refuted", "not-reproduced") and shown:
         how = (f"model-dependent: holds on {', '.join(shown)}, {verdict} on {', '.join(apart)}"
                if verdict == "not-reproduced" else
-               f"refuted on {', '.join(apart)} (its finding below names the counterexample), holds on {', '.join(shown)}")
+               f"refuted on {', '.join(apart)} (its finding below names the counterexample), "
+               f"holds on {', '.join(shown)}")
     elif len(set(d.verdict for d in checkable.values())) > 1:
         how = f"{verdict} on {', '.join(apart)}"
     else:
