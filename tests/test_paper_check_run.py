@@ -55,19 +55,21 @@ def test_quick_run_matches_the_ledger_and_reports_every_claim(quick_run):
 
 def test_the_quick_run_names_the_committed_quality_sets_in_one_fallback_line(quick_run):
     """The quick profile decides every quality claim from the committed input sets (issue 29): exactly one stderr
-    line starts ``FALLBACK:``, naming each declared set and the reason; each claim that reads a set says so in its
-    evidence."""
-    from theorems.quality_inputs import QUALITY_INPUTS
+    line starts ``FALLBACK:``, naming each declared set of each model it is committed for (issue 49) and the reason;
+    each claim that reads a set says so in its evidence, for every model the claim is read on and no other."""
+    from theorems.quality_inputs import QUALITY_INPUTS, claim_models
 
     p, out = quick_run
     lines = [ln for ln in p.stderr.splitlines() if ln.startswith("FALLBACK:")]
-    dirs = ", ".join(s.directory for s in QUALITY_INPUTS)
+    dirs = ", ".join(s.directory_for(m) for s in QUALITY_INPUTS for m in s.models)
     assert lines == [f"FALLBACK: committed quality results used: {dirs} (quick profile; --full recomputes them from "
                      "the model)"], p.stderr[-3000:]
     rep = {c["id"]: c for c in json.loads((out / "paper_check" / "report.json").read_text())["claims"]}
     for s in QUALITY_INPUTS:
         for cid in s.claims:
-            assert f"{s.directory} (committed)" in rep[cid]["evidence"]["inputs"], cid
+            for m in s.models:
+                named = f"{s.directory_for(m)} (committed)" in rep[cid]["evidence"]["inputs"]
+                assert named == (m in claim_models(cid)), (cid, m)
     for cid, stem in (("regret-surrogate", "quality_regret_surrogate"), ("gda-validation", "quality_gda_shift"),
                       ("surrogate-failure-directions", "quality_value_directions"),
                       ("displaced-mass-output-error", "quality_heads_displaced_error")):
