@@ -45,13 +45,19 @@ def moves(drop: np.ndarray) -> list[tuple[int, int]]:
 schedules = st.tuples(st.integers(2, 30), st.integers(1, 29), st.integers(0, 2 ** 32 - 1), st.booleans())
 
 
-@settings(max_examples=200, deadline=None)
-@given(schedules)
-def test_an_exchange_keeps_every_count_the_budget_and_laziness(case):
+def drawn(case: tuple) -> tuple:
+    """``(T, k, lazy, rng, drop)`` of a drawn ``schedules`` case: a budget below ``T``, the case's generator, and a
+    random schedule of that budget (lazy when asked)."""
     T, k, seed, lazy = case
     k = min(k, T - 1)
     rng = np.random.default_rng(seed)
-    drop = random_drop(T, k, rng, lazy)
+    return T, k, lazy, rng, random_drop(T, k, rng, lazy)
+
+
+@settings(max_examples=200, deadline=None)
+@given(schedules)
+def test_an_exchange_keeps_every_count_the_budget_and_laziness(case):
+    T, k, lazy, rng, drop = drawn(case)
     options = moves(drop)
     if not options:
         return
@@ -71,10 +77,7 @@ def test_an_exchange_keeps_every_count_the_budget_and_laziness(case):
 @given(schedules)
 def test_an_exchange_that_is_not_one_is_refused(case):
     """A partner not resident when the other leaves (arrived later, or gone by then) is refused, not swapped."""
-    T, k, seed, lazy = case
-    k = min(k, T - 1)
-    rng = np.random.default_rng(seed)
-    drop = random_drop(T, k, rng, lazy)
+    T, k, lazy, rng, drop = drawn(case)
     allowed = set(moves(drop))
     for i in np.flatnonzero(drop < T):
         for j in range(T):
@@ -104,10 +107,7 @@ def test_every_lazy_schedule_is_reached_in_at_most_t_minus_k_exchanges(case):
 @settings(max_examples=100, deadline=None)
 @given(schedules, st.integers(1, 5))
 def test_a_proposal_is_the_best_partner_by_its_brute_force_gain(case, rows):
-    T, k, seed, lazy = case
-    k = min(k, T - 1)
-    rng = np.random.default_rng(seed)
-    drop = random_drop(T, k, rng, lazy)
+    T, k, lazy, rng, drop = drawn(case)
     first = max(T - 1 - rows, 0)
     weights = np.tril(rng.random((T, T)))[first:T - 1]
 
