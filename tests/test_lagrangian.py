@@ -132,12 +132,12 @@ def test_the_static_bound_lies_below_the_optimum(seed, top):
     best static split of the exact regret curves; the priced solve reports at least its unclimbed bound."""
     rows, H, T, B = instance(seed)
     B = min(B, H * T)
-    one = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1, dual_evaluations=1)
+    one = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1, dual_evaluations=1, start="top")
     pot = np.array([[float(x) for x in line] for line in one.line_potentials])
     exact = exact_optimum(rows, B, "static")
     bound, n = static_bound(lambda h: rows[h], pot, B, one.slots, one.per_head, 10)
     assert bound <= exact + SLACK and n >= H
-    got = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1)
+    got = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, max_rounds=1, start="top")
     assert one.certificate.lower_bound <= got.certificate.lower_bound <= exact + SLACK
 
 
@@ -148,8 +148,8 @@ def test_a_truncated_priced_solve_reports_the_climbed_bound(kind, seed):
     is at most the exact optimum and closes at least half of the gap the solve's own prices leave."""
     rows = skewed_heads(seed)
     H, T, B = len(rows), rows[0].shape[0], 12
-    one = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1, dual_evaluations=1)
-    got = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1)
+    one = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1, dual_evaluations=1, start="top")
+    got = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1, start="top")
     exact = exact_optimum(rows, B, kind)
     start, climbed = one.certificate.lower_bound, got.certificate.lower_bound
     assert start < exact - 1.0 and not got.certificate.certified and got.certificate.dual_evaluations > 1

@@ -23,7 +23,7 @@ from kvcore.errors import ParameterError
 from kvcore.optima.allocation import RegretCurve, dp_allocation
 from kvcore.optima.coupled import coupled_curve
 from kvcore.optima.lagrangian import verify
-from kvcore.optima.priced import priced_optimum
+from kvcore.optima.priced import STARTS, priced_optimum
 from kvcore.traces import AttentionTrace
 
 
@@ -50,10 +50,10 @@ def instance(seed: int, max_heads: int = 3, max_T: int = 9):
     return rows, H, T, int(rng.integers(1, H * T + 1))
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4), st.booleans())
-def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item, drop):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.integers(1, 4), st.booleans(), st.sampled_from(STARTS))
+def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item, drop, start):
     rows, H, T, B = instance(seed)
-    res = priced_optimum(lambda h: rows[h], H, T, B, "coupled", top=top, per_item=per_item, drop=drop)
+    res = priced_optimum(lambda h: rows[h], H, T, B, "coupled", top=top, per_item=per_item, drop=drop, start=start)
     assert res.exact_regret == coupled_curve([as_trace(a) for a in rows], [B])[0].exact_regret
     assert res.certificate.certified and res.certificate.margin >= 0
     assert verify(rows, res) == []
@@ -62,10 +62,10 @@ def test_the_priced_coupled_optimum_is_the_complete_networks(seed, top, per_item
     assert resident.max() <= B
 
 
-@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans())
-def test_the_priced_static_optimum_is_the_best_split(seed, top, drop):
+@given(st.integers(0, 2**32 - 1), st.integers(1, 3), st.booleans(), st.sampled_from(STARTS))
+def test_the_priced_static_optimum_is_the_best_split(seed, top, drop, start):
     rows, H, T, B = instance(seed)
-    res = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, drop=drop)
+    res = priced_optimum(lambda h: rows[h], H, T, B, "static", top=top, drop=drop, start=start)
     curves = [RegretCurve(as_trace(a)) for a in rows]
     best, _ = dp_allocation([lambda k, c=c: c(min(k, T)) for c in curves], B)
     assert res.exact_regret == best
@@ -85,8 +85,8 @@ def test_a_pricing_that_skips_the_diagonal_exits_is_caught():
     a[np.arange(1, T), np.arange(T - 1)] = 0.2
     a[:, 0] += 1.0 - a.sum(axis=1)
     rows = [a, a.copy()]
-    good = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1)
-    broken = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1, skip=lambda t, i: t == i)
+    good = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1, start="top")
+    broken = priced_optimum(lambda h: rows[h], 2, T, 4, "coupled", top=1, skip=lambda t, i: t == i, start="top")
     assert verify(rows, good) == []
     assert broken.exact_regret > good.exact_regret
     assert verify(rows, broken) != []
@@ -98,7 +98,7 @@ def test_the_first_network_keeps_every_token_to_its_last_entry(seed):
     first network holds each token's last exit beside its rows' heaviest entries, so its solve (one round, before
     any pricing) already loses nothing, even from one entry per row."""
     rows, H, T, _ = instance(seed)
-    res = priced_optimum(lambda h: rows[h], H, T, H * T, "coupled", top=1, max_rounds=1)
+    res = priced_optimum(lambda h: rows[h], H, T, H * T, "coupled", top=1, max_rounds=1, start="top")
     assert res.exact_regret == 0 and res.certificate.rounds == 1
     assert all((d == T - np.argmax(np.tril(a)[::-1] > 0, axis=0)).all() for a, d in zip(rows, res.drops))
 
@@ -107,7 +107,7 @@ def test_the_first_network_keeps_every_token_to_its_last_entry(seed):
 def test_the_lagrangian_bound_is_a_lower_bound_and_tight_at_the_optimum(seed, kind):
     rows, H, T, B = instance(seed, max_T=10)
     exact = priced_optimum(lambda h: rows[h], H, T, B, kind)
-    one = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1)
+    one = priced_optimum(lambda h: rows[h], H, T, B, kind, top=1, max_rounds=1, start="top")
     scale = 1e-12 * H * T
     assert one.certificate.lower_bound <= exact.regret + scale
     assert exact.regret <= one.regret + scale  # a restricted solve's schedule is feasible: an upper bound

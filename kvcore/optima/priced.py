@@ -15,18 +15,25 @@ matrix, Ahuja, Magnanti & Orlin, *Network Flows*, 1993, ch. 9):
   convexity assumed (:mod:`kvcore.optima.allocation` reaches it through the curves).
 
 Pricing (column generation; Gilmore & Gomory, *Operations Research* 1961; Ahuja et al. §11.6's candidate lists).
-The network starts from the exits of each row's ``top`` heaviest entries, with their *complete* prefix costs (a
-restriction of the complete network, not a truncation of its rows), and is solved exactly with its potentials
-(:func:`kvcore.optima.mincost.solve_netsimplex_duals`).  Then every omitted exit is priced from the rows, head by
-head: ``rc_h(i, t) = -P_h(i, t) + pi(tau_{h,i}) - pi(L_{t+1})``.  Exits that price out (``rc < 0``) enter, at most
-``per_item`` per token and round, the most negative first, at flow 0 (the previous tree stays strongly feasible and
-the simplex continues from it), and the network is solved again; it stops when none does.  An omitted arc carries no
-flow, so ``rc >= 0`` on every omitted exit is complementary slackness on the complete network: the flow is the
-complete network's optimum (Ahuja et al. Thm. 9.4).  With ``drop``, exits that cannot help (no flow, out of the
-tree, reduced cost clearly positive) leave the network again after each round that strictly improved the solution:
-they are priced again with the omitted ones, so the certificate is the same, and as the networks at the drops have
-strictly better optima none repeats and the rounds end (on needle-400-d10 the network stayed near 71 k exits
-instead of growing to 1.65 M).  The two passes over each head's rows are compiled (:mod:`kvcore.optima.pricing`).
+The first network is a restriction of the complete one (some exits, each with its *complete* prefix cost; not a
+truncation of the rows).  By default (``start="dual"``) the rows are held in memory and it holds the exits within
+``NEAR / T`` of each token's best interval at slot prices near the Lagrangian dual's optimum, found from the rows
+alone before any flow (:mod:`kvcore.optima.dual_start`; ``static``: each head's own prices at a share of the budget
+read from the coupled ones); with ``start="top"`` (or rows too large to hold, ``HOLD_BYTES``) the exits of each
+row's ``top`` heaviest entries.  Measured on needle-2000-d50 (SmolLM2, 90 heads x 1,996 steps, K = 128, CPU s):
+the coupled optimum certified in 3 rounds and 44 s from the dual start, where from the top 8 entries two rounds
+took 188 s with a lower bound 4,937 below the optimum (issue 52); the static one in 18 rounds and 183 s.  Each
+network is solved exactly with its potentials (:func:`kvcore.optima.mincost.solve_netsimplex_duals`).  Then every
+omitted exit is priced from the rows, head by head: ``rc_h(i, t) = -P_h(i, t) + pi(tau_{h,i}) - pi(L_{t+1})``.
+Exits that price out (``rc < 0``) enter, at most ``per_item`` per token and round, the most negative first, at flow
+0 (the previous tree stays strongly feasible and the simplex continues from it), and the network is solved again;
+it stops when none does.  An omitted arc carries no flow, so ``rc >= 0`` on every omitted exit is complementary
+slackness on the complete network: the flow is the complete network's optimum (Ahuja et al. Thm. 9.4).  With
+``drop``, exits that cannot help (no flow, out of the tree, reduced cost clearly positive) leave the network again
+after each round that strictly improved the solution: they are priced again with the omitted ones, so the
+certificate is the same, and as the networks at the drops have strictly better optima none repeats and the rounds
+end (on needle-400-d10 the network stayed near 71 k exits instead of growing to 1.65 M).  The two passes over
+each head's rows are compiled (:mod:`kvcore.optima.pricing`).
 
 Exactness.  Every weight is a double, so every prefix mass is an integer multiple of ``2**lsb`` (``lsb`` the
 least significant bit of any entry of any head); the network's costs are those integers in int64 limbs
@@ -50,13 +57,16 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParameterError
+from .dual_start import HOLD_BYTES, HeldRows, dual_prices, near_exits, resident_share
 from .lagrangian import maximise_dual, static_bound
-from .limbs import Limbs, join, width_for
-from .mincost import FlowNetwork, as_objects, dyadic, solve_netsimplex_duals
+from .limbs import Limbs, width_for
+from .mincost import as_objects, dyadic, solve_netsimplex_duals
 from .pricing import exact_prefix, price_head
-from .nm_flow import by_tail_then_head
+from .priced_layout import Exits, Layout
 
 KINDS = ("coupled", "static")
+STARTS = ("dual", "top")
+NEAR = 0.4  # the first network holds the exits within NEAR / T of their token's best at the start prices
 TOP = 32  # exits per row the network starts from (the rows' heaviest entries)
 PER_ITEM = 8  # exits priced in per token and round, the most negative first
 MAX_ROUNDS = 1000  # a safety stop: each round adds at least one exit of finitely many
@@ -77,7 +87,8 @@ class Certificate:
     complete-row optimum any round's potentials gave (:func:`price_head`; equal to the optimum up to rounding once
     certified), and when stopped uncertified the climbed Lagrangian bound if higher (``dual_evaluations`` dual
     evaluations: :func:`kvcore.optima.lagrangian.maximise_dual` for ``coupled``,
-    :func:`kvcore.optima.lagrangian.static_bound` for ``static``; 0: not climbed)."""
+    :func:`kvcore.optima.lagrangian.static_bound` for ``static``; 0: not climbed).  ``start``: what chose the first
+    network's exits, in words (``"dual prices: ..."`` or ``"top M"``, :func:`priced_optimum`)."""
 
     rounds: int
     initial_exits: int
@@ -89,6 +100,7 @@ class Certificate:
     certified: bool
     lower_bound: float
     dual_evaluations: int = 0
+    start: str = ""
 
     def as_dict(self) -> dict:
         return {"method": "pricing: every omitted exit's reduced cost from the flow's exact potentials, in doubles, "
@@ -97,7 +109,7 @@ class Certificate:
                 "dropped_exits": self.dropped_exits,
                 "complete_exits": self.complete_exits, "omitted_exits": self.omitted_exits,
                 "margin": self.margin, "certified": self.certified, "lower_bound": self.lower_bound,
-                "dual_evaluations": self.dual_evaluations}
+                "dual_evaluations": self.dual_evaluations, "start": self.start}
 
 
 @dataclass(frozen=True)
@@ -124,47 +136,13 @@ class PricedResult:
         return float(self.exact_regret)
 
 
-class _Exits:
-    """Exits in the network, in blocks of ``(head, token, step, prefix)`` in the order they entered (a previous
-    flow and tree keep their arc indices when blocks are appended); ``prefix``: the exact ``P(i, t)`` as
-    :class:`Limbs` in units of ``2**lsb``."""
-
-    def __init__(self):
-        self.blocks: list[tuple[int, np.ndarray, np.ndarray, Limbs]] = []
-
-    def add(self, h: int, token: np.ndarray, step: np.ndarray, prefix: Limbs) -> None:
-        if token.size:
-            self.blocks.append((h, token, step, prefix))
-
-    def of(self, h: int) -> tuple[np.ndarray, np.ndarray]:
-        """Head ``h``'s exits ``(token, step)``."""
-        mine = [(t, s) for g, t, s, _ in self.blocks if g == h]
-        if not mine:
-            return np.zeros(0, np.int64), np.zeros(0, np.int64)
-        return np.concatenate([t for t, _ in mine]), np.concatenate([s for _, s in mine])
-
-    @property
-    def size(self) -> int:
-        return sum(t.size for _, t, _, _ in self.blocks)
-
-    def keep(self, mask: np.ndarray) -> None:
-        """Keep the exits ``mask`` marks (one bool per exit, in block order)."""
-        out, at = [], 0
-        for h, t, s, p in self.blocks:
-            m = mask[at:at + t.size]
-            at += t.size
-            if m.any():
-                out.append((h, t[m], s[m], p[m]))
-        self.blocks = out
-
-
 def _limbs_float(x: Limbs) -> np.ndarray:
     """The integers of ``x`` as doubles (each limb exact in a double; the sum of the few scaled limbs rounds within a
     few ulps)."""
     return sum(x.d[:, j].astype(np.float64) * 2.0 ** (31 * j) for j in range(x.width))
 
 
-def _droppable(layout, exits: _Exits, flow: np.ndarray, tree: np.ndarray, nodes: np.ndarray, lsb: int
+def _droppable(layout, exits: Exits, flow: np.ndarray, tree: np.ndarray, nodes: np.ndarray, lsb: int
                ) -> np.ndarray:
     """Per exit in the network (block order): carries no flow, is not a tree arc, and its reduced cost is clearly
     positive (above ``2**-40`` of its terms' size) -- a column that may leave the network: the flow and the tree
@@ -214,11 +192,12 @@ def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
 def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budget: int, kind: str = "coupled",
                    top: int = TOP, per_item: int = PER_ITEM, max_rounds: int = MAX_ROUNDS,
                    skip: Callable | None = None, say: Callable[[str], None] | None = None, drop: bool = True,
-                   dual_evaluations: int = DUAL_EVALUATIONS) -> PricedResult:
+                   dual_evaluations: int = DUAL_EVALUATIONS, start: str = "dual") -> PricedResult:
     """The exact ``kind`` optimum (module docstring) of ``n_heads`` heads with ``budget`` slots in all.
 
     ``rows(h)`` returns head ``h``'s complete rows as a dense ``(T, T)`` float64 array (``a[t, i]``, ``i <= t``;
-    entries above the diagonal are ignored); it is called once per head and round, so the rows need not be held.
+    entries above the diagonal are ignored); with ``start="dual"`` it is called once per head and the rows are held
+    (``H T (T + 1) / 2`` doubles), otherwise once per head and round, so they need not be held.
     ``max_rounds``: solves at most; a result stopped before no exit prices out is not certified, and its
     ``certificate.lower_bound`` (the best of the rounds' Lagrangian bounds, :func:`price_head`) with its exact regret
     (an upper bound: a feasible schedule's complete-row regret) brackets the optimum -- ``max_rounds=1`` is a solve
@@ -228,10 +207,14 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     that many passes at each of several capacities around its share (:func:`kvcore.optima.lagrangian.static_bound`);
     ``<= 1``: not climbed -- and keeps the higher bound.  ``skip``: see :func:`price_head` (tests only).
     ``say``: receives one line of progress per round.  ``drop``: exits that cannot help leave the network between
-    rounds (:func:`_droppable`; the same optimum, a smaller network)."""
+    rounds (:func:`_droppable`; the same optimum, a smaller network).  ``start``: ``"dual"`` (default) or ``"top"``,
+    what chooses the first network's exits (module docstring); the optimum and its certificate do not depend on it,
+    only the rounds do."""
     n_heads, T, budget = int(n_heads), int(T), int(budget)
     if kind not in KINDS:
         raise ParameterError(f"kind = {kind!r}: must be one of {KINDS}")
+    if start not in STARTS:
+        raise ParameterError(f"start = {start!r}: must be one of {STARTS}")
     if n_heads < 1 or T < 1:
         raise ParameterError(f"{n_heads} heads of {T} steps: need at least one of each")
     if budget < 1 or top < 1 or per_item < 1:
@@ -239,6 +222,7 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     if kind == "static" and budget > n_heads * T:
         raise ParameterError(f"budget {budget} exceeds {n_heads} heads x {T} steps (a static split holds at most T "
                              "per head)")
+    held = HeldRows(n_heads, T) if start == "dual" and HeldRows.size(n_heads, T) <= HOLD_BYTES else None
     tokens, initial, lsb, n_complete = [], [], None, 0
     for h in range(n_heads):  # pass 1: the common unit 2**lsb, each head's tokens and starting exits
         a = _checked(rows(h), T, h)
@@ -248,17 +232,27 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
             low = int(dyadic(w)[2].min())
             lsb = low if lsb is None else min(lsb, low)
         tokens.append(np.unique(tok))
-        initial.append(_initial_exits(a, top))
+        if held is None:
+            initial.append(_initial_exits(a, top))
+        else:
+            held.hold(h, a)
+    if held is not None:  # the rows are checked and held: every later pass reads them from memory
+        read, (started, initial) = held.dense, _dual_start(held, kind, budget)
+    else:
+        started = f"top {top}"
+
+        def read(h: int) -> np.ndarray:  # made again on every read, so checked again
+            return _checked(rows(h), T, h)
     lsb = 0 if lsb is None else lsb
     width = width_for((T + 1).bit_length() + 1 - lsb) + 1  # no prefix mass exceeds T; a limb for the kernel's carry
-    exits, totals = _Exits(), []
+    exits, totals = Exits(), []
     for h in range(n_heads):  # pass 2: their exact prefix masses and each head's exact total (every column to T - 1)
-        a = _checked(rows(h), T, h)
+        a = read(h)
         exits.add(h, *initial[h], exact_prefix(a, lsb, width, *initial[h]))
         full = exact_prefix(a, lsb, width, tokens[h], np.full(tokens[h].size, T - 1, np.int64))
         totals.append(int(sum(full.to_objects().tolist())))
     n_initial = exits.size
-    layout = _Layout(kind, tokens, T, budget)
+    layout = Layout(kind, tokens, T, budget)
     rounds, tree, flow, bounds, n_added, n_dropped, best = 0, None, None, [], 0, 0, None
     unit_total = float(sum(Fraction(t) for t in totals) * Fraction(2) ** lsb)
     while True:
@@ -279,7 +273,7 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         fixed, slack = layout.fixed_term(nodes)
         bound = unit_total + fixed
         for h in range(n_heads):
-            a = _checked(rows(h), T, h)
+            a = read(h)
             got = price_head(a, exits.of(h), line_pot[layout.line_of(h)], item_pot[h], per_item, skip)
             omitted, margin = omitted + got.omitted, min(margin, got.margin)
             bound, slack = bound + got.bound_term, slack + got.bound_slack
@@ -295,21 +289,33 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
             exits.add(*block)
             n_added += block[1].size
     certified = not added and margin >= 0
-    cert = Certificate(rounds, n_initial, n_added, n_dropped, n_complete, omitted, margin, certified, max(bounds))
-    res = layout.result(exits, totals, flow, pi, lsb, cert)
+    cert = Certificate(rounds, n_initial, n_added, n_dropped, n_complete, omitted, margin, certified, max(bounds),
+                       start=started)
+    res = PricedResult(kind, budget, *layout.read(exits, totals, flow, pi, lsb), cert)
     if certified or dual_evaluations <= 1:
         return res
 
-    def checked(h: int) -> np.ndarray:  # the rows as the rounds read them
-        return _checked(rows(h), T, h)
-
     if kind == "coupled":  # climb the dual from the last prices, the regret as the target: a tighter bound
-        dual = maximise_dual(checked, n_heads, line_pot, budget, kind, res.regret, dual_evaluations)
+        dual = maximise_dual(read, n_heads, line_pot, budget, kind, res.regret, dual_evaluations)
         lower, climbed = dual.bound, dual.evaluations
     else:  # the static dual climbs badly: per head, at capacities around its share (static_bound)
-        lower, climbed = static_bound(checked, line_pot, budget, res.slots, res.per_head, dual_evaluations)
+        lower, climbed = static_bound(read, line_pot, budget, res.slots, res.per_head, dual_evaluations)
     return replace(res, certificate=replace(cert, lower_bound=max(cert.lower_bound, lower),
                                             dual_evaluations=climbed))
+
+
+def _dual_start(held: HeldRows, kind: str, budget: int) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """The first network's exits, near each token's best exit at slot prices near the dual's optimum
+    (:mod:`kvcore.optima.dual_start`), and what was done, in words.  ``static``: the coupled prices first, then each
+    head's own prices at the share of the budget they suggest (:func:`kvcore.optima.dual_start.resident_share`)."""
+    H = held.packed.shape[0]
+    lam, used = dual_prices(held, np.array([float(budget)]), np.zeros(H, np.int64))
+    line_of = np.zeros(H, np.int64)
+    if kind == "static":
+        line_of = np.arange(H)
+        lam, more = dual_prices(held, resident_share(held, lam, budget), line_of, start=np.repeat(lam, H, axis=0))
+        used += more
+    return f"dual prices: {used} evaluations of the Lagrangian dual", near_exits(held, lam, line_of, NEAR / held.T)
 
 
 def _checked(a, T: int, h: int) -> np.ndarray:
@@ -321,170 +327,6 @@ def _checked(a, T: int, h: int) -> np.ndarray:
         t, i = (int(x) for x in np.argwhere(~np.isfinite(low) | (low < 0))[0])
         raise ParameterError(f"head {h}: step {t}: the weight of token {i} is negative or not finite: {a[t, i]}")
     return a
-
-
-class _Layout:
-    """Node numbering and fixed arcs of the ``coupled`` or ``static`` network (module docstring), nodes in time
-    order (the simplex walks its tree along time, :mod:`kvcore.optima.nm_flow`): ``S``, then per step every line's
-    node and the tokens arriving then, then ``D`` (``S`` and ``D`` for ``static`` only)."""
-
-    def __init__(self, kind: str, tokens: list[np.ndarray], T: int, budget: int):
-        self.kind, self.T, self.budget, self.H = kind, T, budget, len(tokens)
-        self.lines = 1 if kind == "coupled" else self.H
-        L = self.lines
-        # sort keys: (time, kind, index); line node (l, t): (t, 0, l), token (h, i): (i, 1, h), S: (-1), D: (T + 1)
-        item_head = np.concatenate([np.full(tok.size, h, np.int64) for h, tok in enumerate(tokens)])
-        item_tok = np.concatenate(tokens).astype(np.int64)
-        n_line = L * (T + 1)
-        time = np.concatenate([np.tile(np.arange(T + 1), L), item_tok])
-        sub = np.concatenate([np.zeros(n_line, np.int64), np.ones(item_tok.size, np.int64)])
-        idx = np.concatenate([np.repeat(np.arange(L), T + 1), item_head])
-        extra = 2 if kind == "static" else 0
-        order = np.lexsort((idx, sub, time))
-        node = np.empty(order.size, np.int64)
-        node[order] = np.arange(order.size) + (1 if extra else 0)
-        self.n_nodes = order.size + extra
-        self.line_node = node[:n_line].reshape(L, T + 1)
-        self.item_node = [node[n_line:][item_head == h] for h in range(self.H)]
-        self.item_head, self.item_tok = item_head, item_tok
-        cap_line = budget  # static: more than T slots on one head are never used, and B keeps the start at bounds
-        tail = [self.line_node[:, :-1].ravel()]
-        head = [self.line_node[:, 1:].ravel()]
-        cap = [np.full(L * T, cap_line, np.int64)]
-        supply = np.zeros(self.n_nodes, np.int64)
-        if kind == "coupled":
-            start = [np.full(T, budget, np.int64)]
-            supply[self.line_node[0, 0]] += budget
-            supply[self.line_node[0, T]] -= budget
-        else:
-            S, D = 0, self.n_nodes - 1
-            # the start: all B units along head 0's line, every arc at a bound (the simplex needs no starting tree)
-            split = np.zeros(L, np.int64)
-            split[0] = budget
-            start = [np.repeat(split, T)]
-            tail += [np.full(L, S), self.line_node[:, T]]
-            head += [self.line_node[:, 0], np.full(L, D)]
-            cap += [np.full(2 * L, cap_line, np.int64)]
-            start += [split, split]
-            supply[S], supply[D] = budget, -budget
-        n_fixed_before_take = sum(x.size for x in tail)
-        tail.append(self.line_node[self.line_of(item_head), item_tok])
-        head.append(np.concatenate(self.item_node))
-        cap.append(np.ones(item_tok.size, np.int64))
-        start.append(np.zeros(item_tok.size, np.int64))
-        self.tail, self.head = np.concatenate(tail), np.concatenate(head)
-        self.cap, self.start, self.supply = np.concatenate(cap), np.concatenate(start), supply
-        self.n_fixed = self.tail.size
-        self.source_arcs = slice(L * T, L * T + L) if kind == "static" else None
-        assert n_fixed_before_take + item_tok.size == self.n_fixed
-        # each head's token -> node index (for exits), -1 where a token has no node
-        self.node_of = []
-        for h, tok in enumerate(tokens):
-            m = np.full(T, -1, np.int64)
-            m[tok] = self.item_node[h]
-            self.node_of.append(m)
-
-    def line_of(self, h):
-        return 0 if self.kind == "coupled" else h
-
-    def network(self, exits: _Exits, flow: np.ndarray | None) -> FlowNetwork:
-        """The network on the current exits (fixed arcs first, then the exit blocks in order of entry); ``flow``:
-        the previous solve's, the exits added since at 0."""
-        ex_t = np.concatenate([self.node_of[h][t] for h, t, _, _ in exits.blocks])
-        ex_h = np.concatenate([self.line_node[self.line_of(h), s + 1] for h, _, s, _ in exits.blocks])
-        width = max(p.width for *_, p in exits.blocks)
-        ex_c = -Limbs(np.concatenate([p.widened(width).d for *_, p in exits.blocks]))
-        tail = np.concatenate([self.tail, ex_t])
-        head = np.concatenate([self.head, ex_h])
-        m = tail.size
-        start = np.zeros(m, np.int64)
-        if flow is None:
-            start[:self.n_fixed] = self.start
-        else:
-            start[:flow.size] = flow
-        return FlowNetwork(self.n_nodes, tail, head, np.zeros(m, np.int64),
-                           np.concatenate([self.cap, np.ones(ex_t.size, np.int64)]),
-                           join([np.zeros(self.n_fixed, np.int64), ex_c]), Fraction(1), self.supply.copy(), start,
-                           scan_order=by_tail_then_head(tail, head, self.n_nodes))
-
-    def potentials(self, pi: np.ndarray, lsb: int) -> tuple[np.ndarray, np.ndarray, list[np.ndarray]]:
-        """Every node's, the line ``(lines, T + 1)`` and per-head token potentials ``(T,)`` as doubles in mass units
-        (NaN: no node); ``pi`` the exact ones in units of ``2**lsb``."""
-        as_float = np.ldexp(np.array([float(p) for p in pi.tolist()]), lsb)  # each rounded once: |err| <= u |pi|
-        items = []
-        for h in range(self.H):
-            x = np.full(self.T, np.nan)
-            ok = self.node_of[h] >= 0
-            x[ok] = as_float[self.node_of[h][ok]]
-            items.append(x)
-        return as_float, as_float[self.line_node], items
-
-    def fixed_term(self, pi: np.ndarray) -> tuple[float, float]:
-        """The Lagrangian bound's part from the supplies and the line, source and sink arcs (every fixed arc but the
-        take arcs, whose reduced costs the tokens' terms include): ``-sum_v pi_v b_v + sum_a min(0, rc_a) cap_a``
-        (cost 0 on each, so ``rc_a = pi_tail - pi_head``), and an allowance for its rounding: an arc whose computed
-        ``rc`` is within ``4 u (|pi_tail| + |pi_head|)`` of 0 may have either sign, so it adds that times its
-        capacity; the sum adds ``(n + 2) u`` times its terms' magnitudes."""
-        n = self.n_fixed - self.item_tok.size
-        pt, ph = pi[self.tail[:n]], pi[self.head[:n]]
-        rc, err = pt - ph, 4 * 2.0 ** -53 * (np.abs(pt) + np.abs(ph))
-        near = rc < err
-        terms = np.minimum(rc[near], 0.0) * self.cap[:n][near]
-        supply = float(-(pi * self.supply).sum())
-        slack = float((self.cap[:n][near] * err[near]).sum()) + (n + 2) * 2.0 ** -53 * (
-            float(np.abs(terms).sum()) + float(np.abs(pi * self.supply).sum()))
-        return supply + float(terms.sum()), slack
-
-    def retained(self, exits: _Exits, flow: np.ndarray) -> int:
-        """The exact retained mass of ``flow`` (units of ``2**lsb``): the prefix masses of the used exits."""
-        total, at = 0, self.n_fixed
-        for _, tok, _, prefix in exits.blocks:
-            used = np.flatnonzero(flow[at:at + tok.size] == 1)
-            at += tok.size
-            total += int(sum(prefix[used].to_objects().tolist()))
-        return total
-
-    def without(self, exits: _Exits, keep: np.ndarray, tree: np.ndarray, flow: np.ndarray
-                ) -> tuple[np.ndarray, np.ndarray]:
-        """Drop the exits ``keep`` does not mark (none in ``tree`` or carrying flow) and renumber ``tree`` and
-        ``flow`` to the smaller network (fixed arcs keep their indices)."""
-        exits.keep(keep)
-        index = np.concatenate([np.arange(self.n_fixed), self.n_fixed + np.cumsum(keep) - 1])
-        index[self.n_fixed:][~keep] = -1
-        return np.where(tree >= 0, index[np.maximum(tree, 0)], -1), np.concatenate(
-            [flow[:self.n_fixed], flow[self.n_fixed:][keep]])
-
-    def result(self, exits: _Exits, totals: list[int], flow: np.ndarray, pi: np.ndarray, lsb: int,
-               cert: Certificate) -> PricedResult:
-        unit = Fraction(2) ** lsb
-        drops = np.tile(np.arange(self.T, dtype=np.int64), (self.H, 1))
-        kept = [0] * self.H
-        at = self.n_fixed
-        for h, tok, step, prefix in exits.blocks:
-            used = np.flatnonzero(flow[at:at + tok.size] == 1)
-            at += tok.size
-            drops[h, tok[used]] = step[used] + 1
-            kept[h] += int(sum(prefix[used].to_objects().tolist()))
-        regrets = [Fraction(total - k) * unit for total, k in zip(totals, kept)]
-        slots = None if self.source_arcs is None else _capped(flow[self.source_arcs], self.T)
-        exact = [Fraction(int(p)) * unit for p in pi.tolist()]
-        lines = [[exact[v] for v in row] for row in self.line_node.tolist()]
-        items = [[exact[v] if v >= 0 else None for v in self.node_of[h].tolist()] for h in range(self.H)]
-        return PricedResult(self.kind, self.budget, drops, slots, sum(regrets, Fraction(0)),
-                            [float(r) for r in regrets], lines, items, cert)
-
-
-def _capped(units: np.ndarray, T: int) -> list[int]:
-    """The static flow's units per head as slots of at most ``T`` each, the same total: a head holds at most its
-    ``T`` tokens, so units beyond ``T`` change nothing, and moved to heads below ``T`` they keep the schedule
-    feasible and the regret the same (more slots never lose; the total is at most ``H T``, checked on input)."""
-    k = np.minimum(units, T)
-    excess = int(units.sum() - k.sum())
-    for h in range(k.size):
-        give = min(excess, T - int(k[h]))
-        k[h] += give
-        excess -= give
-    return k.tolist()
 
 
 __all__ = ["Certificate", "KINDS", "PricedResult", "priced_optimum"]

@@ -4,7 +4,8 @@ figure: all 90 traces of SmolLM2-135M, a 2,000-token prompt, on this 2-core mach
 ``OPT`` on the same rows, in one run.
 
 The prompt's full-cache pass gives the complete attention rows of the ``L x H`` traces
-(:class:`realtrace.quality.run._Reference`), recomputed per head whenever a solve reads them.  Timed, in CPU seconds
+(:class:`realtrace.quality.run._Reference`); each priced solve holds them while it runs
+(:mod:`kvcore.optima.dual_start`), the per-head optima make each head's once.  Timed, in CPU seconds
 of this process (wall in brackets; the machine is shared, so CPU is what carries):
 
 * baseline -- ``OPT``'s solves: each trace's exact NM optimum at ``K`` on its complete rows
