@@ -4,7 +4,9 @@
   interval of small random rows at random prices;
 * the dual value at the prices found is an upper bound on the exact optimum's retained mass (weak duality), never
   above the value at zero prices, and on four random heads of 60 steps within 1e-3 of it; no price is negative;
-* a static split read from the coupled prices sums to the budget and gives no head more than ``T``;
+* a static share read from coupled prices is each head's mean resident count over the steps at which the budget
+  binds (a brute force), scaled to a split that gives no head more than ``T``; the held rows take the bytes
+  ``HeldRows.size`` says, and the evaluations reported are the passes made;
 * the priced optima started from these prices equal the ones started from the heaviest entries (and the exact
   optima of ``tests/test_priced.py``), exactly, and price in at most three quarters of the exits that a first
   network of similar size (each row's heaviest entry) leaves to price in.
