@@ -26,7 +26,7 @@ from kvcore.optima.coupled import coupled_curve
 from kvcore.optima.lagrangian import dual_value, lagrangian_bound, maximise_dual, static_bound
 from kvcore.optima.priced import priced_optimum
 from kvcore.optima.pricing import BestExits
-from tests.test_priced import as_trace, instance, random_rows, truncated_trace
+from tests.test_priced import as_trace, instance, truncated_head, truncated_trace
 
 SLACK = 1e-12  # the exact optima are Fractions, the duals doubles with their own rounding allowance subtracted
 
@@ -90,12 +90,7 @@ def test_every_point_the_ascent_visits_is_a_lower_bound_and_the_best_is_kept(see
 def test_the_climbed_bound_from_a_truncated_solve_lies_between_its_start_and_the_optimum(seed, top):
     """One head (``OPT``): from the line potentials of the optimum on the truncated rows, the climbed bound is at
     least the bound there (the old report) and at most the complete rows' optimum."""
-    rng = np.random.default_rng(seed)
-    T = int(rng.integers(2, 14))
-    a = random_rows(rng, T)
-    k = int(rng.integers(1, T + 1))
-    exact = nm_opt(as_trace(a), k).cost
-    (cut,) = optimum_curve(entries_of([truncated_trace(a, top)]), [k])
+    a, k, exact, cut = truncated_head(seed, top, 14)
     old = lagrangian_bound([a], cut.line_potentials, k)
     got = maximise_dual(lambda h: a, 1, cut.line_potentials, k, "coupled", upper=exact + 1.0)
     assert old <= got.bound <= exact + SLACK

@@ -138,20 +138,28 @@ def truncated_trace(a: np.ndarray, top: int) -> AttentionTrace:
     return AttentionTrace(indptr, index, kept[step, index], np.maximum(1.0 - kept.sum(axis=1), 0.0), "truncated")
 
 
+def truncated_head(seed: int, top: int, max_T: int):
+    """One head of random complete rows (``T`` in ``[2, max_T)``), a capacity ``k``, the complete rows' exact NM
+    optimum at ``k`` and the optimum of its rows cut to the ``top`` heaviest entries: ``(a, k, exact, cut)``."""
+    from kvcore.optima import nm_opt
+    from kvcore.optima.capacity_curve import entries_of, optimum_curve
+
+    rng = np.random.default_rng(seed)
+    T = int(rng.integers(2, max_T))
+    a = random_rows(rng, T)
+    k = int(rng.integers(1, T + 1))
+    (cut,) = optimum_curve(entries_of([truncated_trace(a, top)]), [k])
+    return a, k, nm_opt(as_trace(a), k).cost, cut
+
+
 @given(st.integers(0, 2**32 - 1), st.integers(1, 3))
 def test_a_truncated_solves_slot_prices_bound_the_complete_optimum(seed, top):
     """One head: the Lagrangian bound from the line potentials of the optimum of the truncated rows is at most the
     complete rows' optimum; from the complete solve's own potentials it is that optimum."""
-    from kvcore.optima import nm_opt
     from kvcore.optima.capacity_curve import entries_of, optimum_curve
     from kvcore.optima.lagrangian import lagrangian_bound
 
-    rng = np.random.default_rng(seed)
-    T = int(rng.integers(2, 12))
-    a = random_rows(rng, T)
-    k = int(rng.integers(1, T + 1))
-    exact = nm_opt(as_trace(a), k).cost
-    (cut,) = optimum_curve(entries_of([truncated_trace(a, top)]), [k])
+    a, k, exact, cut = truncated_head(seed, top, 12)
     assert lagrangian_bound([a], cut.line_potentials, k) <= exact + 1e-12
     (full,) = optimum_curve(entries_of([as_trace(a)]), [k])
     assert lagrangian_bound([a], full.line_potentials, k) == pytest.approx(exact, abs=1e-12)
