@@ -174,12 +174,13 @@ def test_a_bad_start_is_one_parameter_error():
         priced_optimum(lambda h: a, 1, 3, 2, "coupled", start="cold")
 
 
-@pytest.mark.parametrize("kind", ["coupled", "static"])
+@pytest.mark.parametrize("kind", ["coupled"])
 @pytest.mark.parametrize("seed", range(4))
 def test_the_dual_start_prices_in_fewer_exits_than_a_start_of_that_size(seed, kind):
     """Four heads of 60 steps, 12 slots each: the dual start's first network (about 300-400 exits) leaves at most
     three quarters of the exits to price in that a first network of each row's heaviest entry and each token's
-    last one (about 470) leaves, in no more rounds (measured: 690-1,000 against 1,430-1,700)."""
+    last one (about 470) leaves, in no more rounds (measured: 690-1,000 against 1,430-1,700).  (The static optimum
+    from held rows is solved head by head instead, ``tests/test_static_split.py``.)"""
     rng = np.random.default_rng(seed)
     rows = [random_rows(rng, 60) for _ in range(4)]
     dual = priced_optimum(lambda h: rows[h], 4, 60, 48, kind).certificate

@@ -303,10 +303,11 @@ def test_an_empty_resident_set_displaces_everything():
 
 
 def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsys):
-    """``paper_check quality OPT:coupled`` and ``OPT:static`` (the command line, in this process so the model loads
-    once) on one short prompt at K = 6, complete rows: both are exact (gap 0), hold at most B = 6 x (layers x KV
-    heads) positions in total (the coupled one exactly B at its peak), may hold more than K in one trace, and order
-    as dynamic <= static <= uniform in summed regret.  The model's shape is the one its result records."""
+    """``paper_check quality OPT:coupled`` (the command line, in this process so the model loads once) on one short
+    prompt at K = 6, complete rows, runs ``OPT:static`` and ``OPT`` beside it: all are exact (gap 0), hold at most B
+    = 6 x (layers x KV heads) positions in total (the coupled one exactly B at its peak), may hold more than K in one
+    trace, and order as dynamic <= static <= uniform in summed regret; with ``--no-opt`` the coupled one runs alone.
+    The model's shape is the one its result records."""
     import json
 
     from paper_check.cli import main
@@ -316,11 +317,13 @@ def test_quality_runs_the_static_and_coupled_optima_in_the_model(tmp_path, capsy
     path = tmp_path / "own.jsonl"
     path.write_text(json.dumps({"name": "p", "text": "The secret word is apple. Repeat the secret word.\nThe secret "
                                                      "word is", "answer": " apple"}) + "\n")
-    runs = {}
-    for name in ("OPT:coupled", "opt:static"):
-        assert main(["quality", name, "--budget", "6", "--prompts-file", str(path), "--workers", "0", "--json"]) == 0
-        res = json.loads(capsys.readouterr().out)
-        runs.update({r["config"]: r for r in res["runs"] if r["kind"] == "opt"})
+    command = ["quality", "OPT:coupled", "--budget", "6", "--prompts-file", str(path), "--workers", "0", "--json"]
+    assert main(command + ["--no-opt"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert [r["config"] for r in alone["runs"] if r["kind"] == "opt"] == ["OPT:coupled"]
+    assert main(command) == 0
+    res = json.loads(capsys.readouterr().out)
+    runs = {r["config"]: r for r in res["runs"] if r["kind"] == "opt"}
     assert set(runs) == {"OPT", "OPT:static", "OPT:coupled"}
     assert (res["model"]["layers"], res["model"]["kv_heads"]) == (30, 3)  # SmolLM2-135M's configuration
     B = 6 * res["model"]["layers"] * res["model"]["kv_heads"]

@@ -29,6 +29,8 @@ the model each time would cost more than the whole solve.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 from ..kernels import Kernel
@@ -44,10 +46,14 @@ class HeldRows:
     """The complete rows of ``n_heads`` heads of ``T`` steps, each head's lower triangle packed row by row
     (``packed[h, t (t + 1) / 2 + i] = a_h[t, i]``, ``i <= t``)."""
 
-    def __init__(self, n_heads: int, T: int):
+    def __init__(self, n_heads: int, T: int, packed: np.ndarray | None = None):
         self.T = T
-        self.packed = np.empty((n_heads, T * (T + 1) // 2))
-        self._low = np.tril_indices(T)
+        self.packed = np.empty((n_heads, T * (T + 1) // 2)) if packed is None else packed
+        self._low = _lower(T)
+
+    def head(self, h: int) -> "HeldRows":
+        """Head ``h``'s rows alone, a view (no copy)."""
+        return HeldRows(1, self.T, self.packed[h:h + 1])
 
     @staticmethod
     def size(n_heads: int, T: int) -> int:
@@ -62,6 +68,13 @@ class HeldRows:
         a = np.zeros((self.T, self.T))
         a[self._low] = self.packed[h]
         return a
+
+
+@lru_cache(maxsize=4)
+def _lower(T: int) -> tuple[np.ndarray, np.ndarray]:
+    """The lower triangle's indices, made once per ``T`` (16 ms at 2,000 steps, and every one-head solve of the
+    static split holds its rows)."""
+    return np.tril_indices(T)
 
 
 def _best_intervals(packed, T, lam, best, arg):

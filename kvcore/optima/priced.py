@@ -12,17 +12,19 @@ matrix, Ahuja, Magnanti & Orlin, *Network Flows*, 1993, ch. 9):
 * ``static``: one line per head, fed from a source ``S`` holding ``B`` units by an arc ``S -> L^h_0`` and drained
   by ``L^h_T -> D``; the ``k_h`` units through head ``h`` bound its resident set at every step, and the flow chooses
   the split ``sum_h k_h = B`` itself.  Its optimum is the exact static allocation's ``min sum_h OPT_h(k_h)`` with no
-  convexity assumed (:mod:`kvcore.optima.allocation` reaches it through the curves).
+  convexity assumed (:mod:`kvcore.optima.allocation` reaches it through the curves).  With the rows held the
+  static optimum is solved head by head instead: one-head ``coupled`` solves at each head's share, the split
+  certified by the exchange condition on their exact regrets (:mod:`kvcore.optima.static_split`; needle-2000-d50,
+  K = 128: 82 s against the one network's 183 s, the same optimum).
 
 Pricing (column generation; Gilmore & Gomory, *Operations Research* 1961; Ahuja et al. §11.6's candidate lists).
 The first network is a restriction of the complete one (some exits, each with its *complete* prefix cost; not a
 truncation of the rows).  By default (``start="dual"``) the rows are held in memory and it holds the exits within
 ``NEAR / T`` of each token's best interval at slot prices near the Lagrangian dual's optimum, found from the rows
-alone before any flow (:mod:`kvcore.optima.dual_start`; ``static``: each head's own prices at a share of the budget
-read from the coupled ones); with ``start="top"`` (or rows too large to hold, ``HOLD_BYTES``) the exits of each
-row's ``top`` heaviest entries.  Measured on needle-2000-d50 (SmolLM2, 90 heads x 1,996 steps, K = 128, CPU s):
-the coupled optimum certified in 3 rounds and 44 s from the dual start, where from the top 8 entries two rounds
-took 188 s with a lower bound 4,937 below the optimum (issue 52); the static one in 18 rounds and 183 s.  Each
+alone before any flow (:mod:`kvcore.optima.dual_start`); with ``start="top"`` (or rows too large to hold,
+``HOLD_BYTES``) the exits of each row's ``top`` heaviest entries.  Measured on needle-2000-d50 (SmolLM2, 90 heads x
+1,996 steps, K = 128, CPU s): the coupled optimum certified in 3 rounds and 44 s from the dual start, where from the
+top 8 entries two rounds took 188 s with a lower bound 4,937 below the optimum (issue 52).  Each
 network is solved exactly with its potentials (:func:`kvcore.optima.mincost.solve_netsimplex_duals`).  Then every
 omitted exit is priced from the rows, head by head: ``rc_h(i, t) = -P_h(i, t) + pi(tau_{h,i}) - pi(L_{t+1})``.
 Exits that price out (``rc < 0``) enter, at most ``per_item`` per token and round, the most negative first, at flow
@@ -57,12 +59,13 @@ from typing import Callable
 import numpy as np
 
 from ..errors import ParameterError
-from .dual_start import HOLD_BYTES, HeldRows, dual_prices, near_exits, resident_share
+from .dual_start import HOLD_BYTES, HeldRows, dual_prices, near_exits
 from .lagrangian import maximise_dual, static_bound
 from .limbs import Limbs, width_for
 from .mincost import as_objects, dyadic, solve_netsimplex_duals
 from .pricing import exact_prefix, price_head
 from .priced_layout import Exits, Layout
+from .static_split import exchange_split
 
 KINDS = ("coupled", "static")
 STARTS = ("dual", "top")
@@ -101,6 +104,7 @@ class Certificate:
     lower_bound: float
     dual_evaluations: int = 0
     start: str = ""
+    exchange: dict | None = None
 
     def as_dict(self) -> dict:
         return {"method": "pricing: every omitted exit's reduced cost from the flow's exact potentials, in doubles, "
@@ -109,7 +113,8 @@ class Certificate:
                 "dropped_exits": self.dropped_exits,
                 "complete_exits": self.complete_exits, "omitted_exits": self.omitted_exits,
                 "margin": self.margin, "certified": self.certified, "lower_bound": self.lower_bound,
-                "dual_evaluations": self.dual_evaluations, "start": self.start}
+                "dual_evaluations": self.dual_evaluations, "start": self.start,
+                **({} if self.exchange is None else {"exchange": self.exchange})}
 
 
 @dataclass(frozen=True)
@@ -149,7 +154,7 @@ def _droppable(layout, exits: Exits, flow: np.ndarray, tree: np.ndarray, nodes: 
     stay as they are, and it is priced again with the omitted ones, so the certificate is unchanged."""
     in_tree = np.zeros(flow.size, dtype=bool)
     in_tree[tree[tree >= 0]] = True
-    parts = []
+    parts = [np.zeros(0, dtype=bool)]
     for h, tok, step, prefix in exits.blocks:
         P = np.ldexp(_limbs_float(prefix), lsb)
         p_item = nodes[layout.node_of[h][tok]]
@@ -192,7 +197,8 @@ def _initial_exits(a: np.ndarray, top: int) -> tuple[np.ndarray, np.ndarray]:
 def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budget: int, kind: str = "coupled",
                    top: int = TOP, per_item: int = PER_ITEM, max_rounds: int = MAX_ROUNDS,
                    skip: Callable | None = None, say: Callable[[str], None] | None = None, drop: bool = True,
-                   dual_evaluations: int = DUAL_EVALUATIONS, start: str = "dual") -> PricedResult:
+                   dual_evaluations: int = DUAL_EVALUATIONS, start: str = "dual",
+                   prices: np.ndarray | None = None) -> PricedResult:
     """The exact ``kind`` optimum (module docstring) of ``n_heads`` heads with ``budget`` slots in all.
 
     ``rows(h)`` returns head ``h``'s complete rows as a dense ``(T, T)`` float64 array (``a[t, i]``, ``i <= t``;
@@ -209,7 +215,9 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
     ``say``: receives one line of progress per round.  ``drop``: exits that cannot help leave the network between
     rounds (:func:`_droppable`; the same optimum, a smaller network).  ``start``: ``"dual"`` (default) or ``"top"``,
     what chooses the first network's exits (module docstring); the optimum and its certificate do not depend on it,
-    only the rounds do."""
+    only the rounds do.  ``prices`` ``(lines, T)``: slot prices to choose the first network's exits from instead of
+    the dual's (``start="dual"``, ``coupled``).  ``static`` with the rows held is solved head by head
+    (:mod:`kvcore.optima.static_split`; ``max_rounds`` then bounds each one-head solve)."""
     n_heads, T, budget = int(n_heads), int(T), int(budget)
     if kind not in KINDS:
         raise ParameterError(f"kind = {kind!r}: must be one of {KINDS}")
@@ -217,17 +225,48 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
         raise ParameterError(f"start = {start!r}: must be one of {STARTS}")
     if n_heads < 1 or T < 1:
         raise ParameterError(f"{n_heads} heads of {T} steps: need at least one of each")
-    if budget < 1 or top < 1 or per_item < 1:
-        raise ParameterError(f"budget {budget}, top {top}, per_item {per_item}: each must be >= 1")
+    if budget < 0 or top < 1 or per_item < 1:  # no slots at all: the static split may give a head none
+        raise ParameterError(f"budget {budget}, top {top}, per_item {per_item}: need budget >= 0 and the others >= 1")
     if kind == "static" and budget > n_heads * T:
         raise ParameterError(f"budget {budget} exceeds {n_heads} heads x {T} steps (a static split holds at most T "
                              "per head)")
     held = HeldRows(n_heads, T) if start == "dual" and HeldRows.size(n_heads, T) <= HOLD_BYTES else None
-    tokens, initial, lsb, n_complete = [], [], None, 0
-    for h in range(n_heads):  # pass 1: the common unit 2**lsb, each head's tokens and starting exits
-        a = _checked(rows(h), T, h)
+    info, initial = _first_pass(rows, n_heads, T, held, top)
+    options = dict(per_item=per_item, max_rounds=max_rounds, skip=skip, say=say, drop=drop)
+    if held is not None and kind == "static":
+        return _static(info, budget, options, dual_evaluations)
+    if held is None:
+        started = f"top {top}"
+    else:
+        started, initial = _dual_start(held, budget, prices)
+    res, line_pot = _solve(info, kind, budget, initial, started, **options)
+    return res if res.certificate.certified else _climbed(res, info.read, line_pot, dual_evaluations)
+
+
+@dataclass
+class _Rows:
+    """What the first pass over the rows learnt: ``read(h)`` head ``h``'s checked dense rows, each head's tokens
+    with a positive entry and count of positive entries, the common unit ``2**lsb``, the rows held (``None``: read
+    from the caller's function each time) and each head's exact total mass in that unit (filled by the first
+    solve: a one-head solve of the static split reuses it)."""
+
+    read: Callable[[int], np.ndarray]
+    T: int
+    tokens: list[np.ndarray]
+    positive: list[int]
+    lsb: int
+    held: HeldRows | None
+    totals: list[int]
+
+
+def _first_pass(rows: Callable, n_heads: int, T: int, held: HeldRows | None, top: int
+                ) -> tuple[_Rows, list[tuple[np.ndarray, np.ndarray]]]:
+    """Pass 1: the rows checked (and held, or each row's ``top`` heaviest exits noted for the first network)."""
+    tokens, initial, lsb, positive = [], [], None, []
+    for h in range(n_heads):
+        a = one = _checked(rows(h), T, h)
         tok, step, w = _positive(a)
-        n_complete += tok.size
+        positive.append(int(tok.size))
         if w.size:
             low = int(dyadic(w)[2].min())
             lsb = low if lsb is None else min(lsb, low)
@@ -236,21 +275,27 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
             initial.append(_initial_exits(a, top))
         else:
             held.hold(h, a)
-    if held is not None:  # the rows are checked and held: every later pass reads them from memory
-        read, (started, initial) = held.dense, _dual_start(held, kind, budget)
-    else:
-        started = f"top {top}"
-
+    if held is None:
         def read(h: int) -> np.ndarray:  # made again on every read, so checked again
             return _checked(rows(h), T, h)
-    lsb = 0 if lsb is None else lsb
+    else:  # the rows are checked and held: every later pass reads them from memory (one head: as they are)
+        read = (lambda h: one) if n_heads == 1 else held.dense
+    return _Rows(read, T, tokens, positive, 0 if lsb is None else lsb, held, []), initial
+
+
+def _solve(info: _Rows, kind: str, budget: int, initial: list, started: str, per_item: int, max_rounds: int,
+           skip, say, drop: bool) -> tuple[PricedResult, np.ndarray]:
+    """The pricing rounds (module docstring) from the exits ``initial`` (per head ``(token, step)``); the result and
+    the last line potentials as doubles."""
+    n_heads, T, lsb, read, tokens = len(info.tokens), info.T, info.lsb, info.read, info.tokens
     width = width_for((T + 1).bit_length() + 1 - lsb) + 1  # no prefix mass exceeds T; a limb for the kernel's carry
-    exits, totals = Exits(), []
+    exits, totals = Exits(), info.totals
     for h in range(n_heads):  # pass 2: their exact prefix masses and each head's exact total (every column to T - 1)
         a = read(h)
         exits.add(h, *initial[h], exact_prefix(a, lsb, width, *initial[h]))
-        full = exact_prefix(a, lsb, width, tokens[h], np.full(tokens[h].size, T - 1, np.int64))
-        totals.append(int(sum(full.to_objects().tolist())))
+        if len(totals) == h:
+            full = exact_prefix(a, lsb, width, tokens[h], np.full(tokens[h].size, T - 1, np.int64))
+            totals.append(int(sum(full.to_objects().tolist())))
     n_initial = exits.size
     layout = Layout(kind, tokens, T, budget)
     rounds, tree, flow, bounds, n_added, n_dropped, best = 0, None, None, [], 0, 0, None
@@ -289,33 +334,76 @@ def priced_optimum(rows: Callable[[int], np.ndarray], n_heads: int, T: int, budg
             exits.add(*block)
             n_added += block[1].size
     certified = not added and margin >= 0
-    cert = Certificate(rounds, n_initial, n_added, n_dropped, n_complete, omitted, margin, certified, max(bounds),
-                       start=started)
+    cert = Certificate(rounds, n_initial, n_added, n_dropped, sum(info.positive), omitted, margin, certified,
+                       max(bounds), start=started)
     res = PricedResult(kind, budget, *layout.read(exits, totals, flow, pi, lsb), cert)
-    if certified or dual_evaluations <= 1:
-        return res
+    return res, line_pot
 
-    if kind == "coupled":  # climb the dual from the last prices, the regret as the target: a tighter bound
-        dual = maximise_dual(read, n_heads, line_pot, budget, kind, res.regret, dual_evaluations)
+
+def _climbed(res: PricedResult, read: Callable, line_pot, dual_evaluations: int) -> PricedResult:
+    """An uncertified result with the climbed Lagrangian bound when higher (:func:`priced_optimum`)."""
+    if dual_evaluations <= 1:
+        return res
+    cert = res.certificate
+    if res.kind == "coupled":  # climb the dual from the last prices, the regret as the target: a tighter bound
+        dual = maximise_dual(read, len(res.per_head), line_pot, res.budget, "coupled", res.regret, dual_evaluations)
         lower, climbed = dual.bound, dual.evaluations
     else:  # the static dual climbs badly: per head, at capacities around its share (static_bound)
-        lower, climbed = static_bound(read, line_pot, budget, res.slots, res.per_head, dual_evaluations)
+        lower, climbed = static_bound(read, line_pot, res.budget, res.slots, res.per_head, dual_evaluations)
     return replace(res, certificate=replace(cert, lower_bound=max(cert.lower_bound, lower),
                                             dual_evaluations=climbed))
 
 
-def _dual_start(held: HeldRows, kind: str, budget: int) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]]:
-    """The first network's exits, near each token's best exit at slot prices near the dual's optimum
-    (:mod:`kvcore.optima.dual_start`), and what was done, in words.  ``static``: the coupled prices first, then each
-    head's own prices at the share of the budget they suggest (:func:`kvcore.optima.dual_start.resident_share`)."""
+def _static(info: _Rows, budget: int, options: dict, dual_evaluations: int) -> PricedResult:
+    """The ``static`` optimum head by head (:func:`kvcore.optima.static_split.exchange_split`): each one-head
+    solve the ``coupled`` rounds of :func:`_solve` on the head's rows, reusing what the first pass learnt of them;
+    the certificate sums the solves' rounds and exits (``margin``: the least of them) and records the exchange
+    condition.  Stopped uncertified (a one-head solve reached ``max_rounds``), its lower bound is only what the
+    climbed per-head duals give (:func:`kvcore.optima.lagrangian.static_bound`; 0 when not climbed): the one-head
+    bounds at one split bound that split, not every split."""
+    held, T = info.held, info.T
+    one = [_Rows(info.read, T, [tok], [n], info.lsb, held.head(h), [])
+           for h, (tok, n) in enumerate(zip(info.tokens, info.positive))]
+
+    say, quiet = options["say"], dict(options, say=None)  # the split reports its steps, not each solve's rounds
+
+    def solve(h: int, k: int, prices: np.ndarray) -> PricedResult:
+        a = held.dense(h)
+        initial = near_exits(one[h].held, prices[None, :], np.zeros(1, np.int64), NEAR / T)
+        return _solve(replace(one[h], read=lambda _: a), "coupled", k, initial, "given prices", **quiet)[0]
+
+    got = exchange_split(held, budget, solve, say)
+    certs = [r.certificate for r in got.solved]
+    regret = sum((r.exact_regret for r in got.results), Fraction(0))
+    exchange = {"moves": got.moves, "exact_moves": got.exact_moves, "one_head_solves": len(got.solved),
+                "largest_gain": None if got.gain is None else float(got.gain),
+                "least_loss": None if got.loss is None else float(got.loss)}
+    cert = Certificate(sum(c.rounds for c in certs), sum(c.initial_exits for c in certs),
+                       sum(c.added_exits for c in certs), sum(c.dropped_exits for c in certs), sum(info.positive),
+                       sum(r.certificate.omitted_exits for r in got.results), min(c.margin for c in certs),
+                       got.certified, float(regret) if got.certified else 0.0, start=(
+                           f"dual prices: {got.evaluations} evaluations of the Lagrangian dual (coupled, then per "
+                           "head); the split by exchange"), exchange=exchange)
+    res = PricedResult("static", budget, np.stack([r.drops[0] for r in got.results]), [int(x) for x in got.slots],
+                       regret, [r.per_head[0] for r in got.results],
+                       [r.line_potentials[0] for r in got.results], [r.item_potentials[0] for r in got.results], cert)
+    if got.certified:
+        return res
+    line_pot = np.array([[float(x) for x in line] for line in res.line_potentials])
+    return _climbed(res, held.dense, line_pot, dual_evaluations)
+
+
+def _dual_start(held: HeldRows, budget: int, prices: np.ndarray | None = None
+                ) -> tuple[str, list[tuple[np.ndarray, np.ndarray]]]:
+    """The ``coupled`` network's first exits, near each token's best exit at slot prices near the dual's optimum
+    (:mod:`kvcore.optima.dual_start`) or at the given ``prices`` ``(1, T)``, and what was done, in words."""
     H = held.packed.shape[0]
-    lam, used = dual_prices(held, np.array([float(budget)]), np.zeros(H, np.int64))
-    line_of = np.zeros(H, np.int64)
-    if kind == "static":
-        line_of = np.arange(H)
-        lam, more = dual_prices(held, resident_share(held, lam, budget), line_of, start=np.repeat(lam, H, axis=0))
-        used += more
-    return f"dual prices: {used} evaluations of the Lagrangian dual", near_exits(held, lam, line_of, NEAR / held.T)
+    if prices is None:
+        lam, used = dual_prices(held, np.array([float(budget)]), np.zeros(H, np.int64))
+        started = f"dual prices: {used} evaluations of the Lagrangian dual"
+    else:
+        lam, started = np.asarray(prices, dtype=np.float64), "given prices"
+    return started, near_exits(held, lam, np.zeros(H, np.int64), NEAR / held.T)
 
 
 def _checked(a, T: int, h: int) -> np.ndarray:

@@ -114,10 +114,11 @@ class Layout:
     def network(self, exits: Exits, flow: np.ndarray | None) -> FlowNetwork:
         """The network on the current exits (fixed arcs first, then the exit blocks in order of entry); ``flow``:
         the previous solve's, the exits added since at 0."""
-        ex_t = np.concatenate([self.node_of[h][t] for h, t, _, _ in exits.blocks])
-        ex_h = np.concatenate([self.line_node[self.line_of(h), s + 1] for h, _, s, _ in exits.blocks])
-        width = max(p.width for *_, p in exits.blocks)
-        ex_c = -Limbs(np.concatenate([p.widened(width).d for *_, p in exits.blocks]))
+        none = np.zeros(0, np.int64)  # a first network may hold no exit (a head with no slot, the prices high)
+        ex_t = np.concatenate([self.node_of[h][t] for h, t, _, _ in exits.blocks] + [none])
+        ex_h = np.concatenate([self.line_node[self.line_of(h), s + 1] for h, _, s, _ in exits.blocks] + [none])
+        width = max((p.width for *_, p in exits.blocks), default=1)
+        ex_c = -Limbs(np.concatenate([p.widened(width).d for *_, p in exits.blocks] + [np.zeros((0, width), np.int64)]))
         tail = np.concatenate([self.tail, ex_t])
         head = np.concatenate([self.head, ex_h])
         m = tail.size

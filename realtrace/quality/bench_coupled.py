@@ -12,8 +12,8 @@ of this process (wall in brackets; the machine is shared, so CPU is what carries
   (:func:`realtrace.quality.exact.lazy_optima`), 90 solves;
 * coupled -- the certified coupled optimum with ``B = K L H`` shared slots, priced on complete rows until no exit
   prices out (:func:`realtrace.quality.optima.priced_optima`, :mod:`kvcore.optima.priced`), with its certificate;
-* with ``--static`` -- the exact static split of ``B`` (``OPT:static``: one min-cost flow that picks the split),
-  priced the same way.
+* with ``--static`` -- the exact static split of ``B`` (``OPT:static``: one-head priced solves at each trace's share,
+  the split moved by shortest paths and certified by the exchange condition, :mod:`kvcore.optima.static_split`).
 
 With ``--opt-top M`` each optimum is instead one solve on the ``M`` heaviest entries per row with complete costs,
 uncertified, and its Lagrangian lower bound on the complete rows (what ``quality --opt-top M`` reports).  Peak memory

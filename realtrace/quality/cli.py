@@ -78,8 +78,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="solve the exact optimum on the OPT_TOP largest entries per row (faster on long prompts) and "
                          "report how far from optimal it can be (default: complete rows, exact)")
     ap.add_argument("--no-opt", action="store_true",
-                    help="do not replay the exact optimum beside the named configuration (or in --all); the tables "
-                         "then have no OPT row")
+                    help="do not replay the exact optimum beside the named configuration (or in --all), nor "
+                         "OPT:static beside OPT:coupled; the tables then have no OPT row")
     ap.add_argument("--answered-only", action="store_true",
                     help="run nothing on a prompt the full cache answers wrong (the positive control, decided "
                          "first): it is still listed under 'excluded', and every mean is over the answered prompts")

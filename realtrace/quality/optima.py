@@ -75,8 +75,9 @@ def _gap(ref, drops: np.ndarray, res) -> np.ndarray:
 def static_optimum(ref, k: int, opt_top: int | None, notes: dict | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``OPT:static``: the total memory of ``OPT`` at ``k``, ``B = k L H`` slots, split once over the ``L H`` traces
     of the prompt by the exact static optimum (paper §8, §11: ``sum_h k_h = B`` minimizing ``sum_h OPT_h(k_h)``):
-    one min-cost flow in which a source feeds every trace's line and the flow picks the split
-    (:mod:`kvcore.optima.priced`, certified on complete rows by pricing; no convexity assumed), then each trace's
+    on complete rows each trace solved alone by pricing at its share and the split certified by the exchange
+    condition on the exact regrets (:mod:`kvcore.optima.static_split`); with ``opt_top``, one min-cost flow in which
+    a source feeds every trace's line and the flow picks the split (:mod:`kvcore.optima.priced`), then each trace's
     solved schedule made lazy at its own ``k_h`` (:func:`realtrace.quality.schedule.lazy_drop`); a trace given no
     slot drops every position on arrival.  With ``opt_top`` one solve on the heaviest entries and the gap to the
     Lagrangian bound (:func:`priced_optima`).  ``notes`` (optional) receives the certificate."""

@@ -13,7 +13,8 @@ What runs, per prompt (one task of :mod:`kvcore.tasks`, or one per group of its 
    (1 and 2 come from the on-disk cache when it holds them, :mod:`realtrace.quality.cache`: the choices of 1 per
    press and budget, the queries, keys, values and final hidden states of 2; the log-probabilities are recomputed
    from those hidden states);
-3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``; an optimum is solved at every
+3. per configuration and budget ``K``, one replay (``OPT`` is added unless ``no_opt``, and ``OPT:static`` beside
+   ``OPT:coupled``; an optimum is solved at every
    budget of the prompt on its first use, each head's trace built once; runs whose schedule is known before the
    pass and equal, from the same first row, share one pass):
 
@@ -368,7 +369,8 @@ def evaluate(configs: list[str | Config], budgets: tuple[int, ...] | list[int], 
 
 
 def _study(configs: list[str | Config], budgets, mode: str, no_opt: bool) -> tuple[list[Config], tuple[int, ...]]:
-    """One study's configs (each once, ``OPT`` added unless ``no_opt``) and budgets (sorted, each once), checked."""
+    """One study's configs (each once; unless ``no_opt``, ``OPT`` added, and ``OPT:static`` where ``OPT:coupled``
+    runs) and budgets (sorted, each once), checked."""
     budgets = tuple(sorted(set(integer(k, "--budget", 1) for k in budgets)))
     if not budgets:
         raise ParameterError("give at least one budget")
@@ -379,8 +381,10 @@ def _study(configs: list[str | Config], budgets, mode: str, no_opt: bool) -> tup
                 cfgs.append(cfg)
     if no_opt and any(c.spec == OPT for c in cfgs):
         raise ParameterError(f"--no-opt: {OPT} is asked for by name (a variant OPT:NAME may run without it)")
-    if not no_opt and not any(c.spec == OPT for c in cfgs):
-        cfgs += parse_config(OPT)
+    if not no_opt:  # OPT beside every run; the static split beside the coupled optimum (what its gain is over)
+        for spec, beside in ((OPT, True), ("OPT:static", any(c.spec == "OPT:coupled" for c in cfgs))):
+            if beside and not any(c.spec == spec for c in cfgs):
+                cfgs += parse_config(spec)
     return cfgs, budgets
 
 
