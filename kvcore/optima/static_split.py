@@ -54,7 +54,8 @@ class Split:
     ``solved`` every one-head result it computed, for the certificate's sums), ``moves`` in doubles and
     ``exact_moves`` on the exact values, ``gain`` = ``max_h OPT_h(k_h) - OPT_h(k_h + 1)`` and ``loss`` = ``min_h
     OPT_h(k_h - 1) - OPT_h(k_h)`` (``None`` where no head can move that way), ``certified``: every solve certified
-    and ``gain <= loss``; ``evaluations`` of the coupled dual."""
+    and ``gain <= loss``; ``evaluations`` of the Lagrangian dual (the coupled line's, then each head's at its
+    share)."""
 
     slots: np.ndarray
     results: list
