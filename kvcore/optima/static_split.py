@@ -85,16 +85,20 @@ def whole_slots(share: np.ndarray, budget: int, T: int) -> np.ndarray:
     return k
 
 
+def _line(res) -> np.ndarray:
+    """A one-head result's line potentials ``(T + 1,)`` as doubles."""
+    return np.array([float(x) for x in res.line_potentials[0]])
+
+
 def _prices(res) -> np.ndarray:
     """The slot prices ``(T,)`` of a one-head result's line potentials."""
-    line = np.array([float(x) for x in res.line_potentials[0]])
+    line = _line(res)
     return line[:-1] - line[1:]
 
 
 def _flow(res, rows: Callable[[], np.ndarray]) -> HeadFlow:
-    line = np.array([float(x) for x in res.line_potentials[0]])
     item = np.array([np.nan if x is None else float(x) for x in res.item_potentials[0]])
-    return HeadFlow(rows, res.budget, res.drops[0], line, item)
+    return HeadFlow(rows, res.budget, res.drops[0], _line(res), item)
 
 
 def exchange_split(held: HeldRows, budget: int, solve: Callable, say: Callable[[str], None] | None = None) -> Split:
