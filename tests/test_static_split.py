@@ -9,7 +9,10 @@ successive shortest paths of :mod:`kvcore.optima.successive`) against independen
 * the split equals the best split by dynamic programming over the exact curves (no convexity assumed), exactly,
   certified, with the exchange condition's two sides equal to the curves' differences at the split -- also when the
   moves in doubles are switched off, the exact moves then doing the work (and on some of those instances they must);
-* a head may get no slot; a solve stopped after one round is not certified and its bound is below the optimum.
+* a head may get no slot; a solve stopped after one round is not certified and its bound is below the optimum;
+* the prices the paths leave at ``k - 1``, ``k`` and ``k + 1`` are optimal duals there (their Lagrangian bound is the
+  exact optimum); only the last ``PREFIX_HELD`` heads keep their prefix sums after the one-head solves, and moves
+  among a few heads never make a head's prefix sums twice.
 """
 
 from __future__ import annotations
